@@ -1,0 +1,46 @@
+// Package heuristic estimates the cost of reaching a ground task's goal from a
+// state: goal count, h_max, h_add, h_FF (with its relaxed plan), LM-cut, a
+// blind heuristic and weighted mixes of these.
+//
+// # The relaxed task
+//
+// All heuristics but goal count and blind work on the delete relaxation of
+// the pddl.Task, compiled once per task into flat arrays (see relaxed.go):
+//
+//   - negative preconditions, negative effect conditions, negative goal
+//     literals and all delete effects are dropped;
+//   - each ground action becomes one relaxed operator with its positive
+//     precondition and its unconditional add effects; a conditional effect
+//     whose positive condition is already implied by the precondition (for
+//     example ALFWorld's "(when (not (isOn ?o)) (isOn ?o))", whose relaxed
+//     condition is empty) is merged into that operator;
+//   - an action with exactly one remaining conditional effect gets a second
+//     operator whose precondition also holds the effect's condition and whose
+//     adds are the unconditional and the conditional ones, at the action's
+//     cost: this is exact for the relaxation;
+//   - an action with two or more remaining conditional effects gets an
+//     auxiliary fact "applied(a)" added by its main operator, and one
+//     zero-cost operator per conditional effect with precondition
+//     {applied(a)} plus the effect's condition. This compilation lets a
+//     conditional effect fire after the action was applied once, so it is a
+//     further relaxation: every heuristic value stays a lower bound of the
+//     original relaxed task's h+ wherever it was (h_max, LM-cut) and
+//     relaxed dead ends stay true dead ends;
+//   - the DNF goal becomes an artificial fact GOAL, reached by one zero-cost
+//     operator per disjunct whose precondition is the disjunct's positive
+//     facts; an artificial fact TRUE, holding in every state, is the
+//     precondition of operators that have none.
+//
+// # Costs
+//
+// When the task declares action costs (Task.HasCosts) operators cost the
+// action's Cost (which may be 0, e.g. ALFWorld's look and examine); otherwise
+// every action costs 1. Options.UnitCost (or the ":unit" suffix of a name,
+// see New) makes every action cost 1 regardless.
+//
+// # Concurrency
+//
+// A Heuristic built by New is safe for concurrent use by several goroutines:
+// the compiled relaxed task is read-only and each Eval takes its scratch
+// arrays from a sync.Pool.
+package heuristic

@@ -1,0 +1,182 @@
+package heuristic
+
+import (
+	"math"
+
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// inf marks an unreached fact or operator.
+const inf = int64(math.MaxInt64 / 4)
+
+// scratch holds the per-evaluation arrays. One scratch serves one Eval at a
+// time; they come from relaxed.pool.
+type scratch struct {
+	factCost []int64 // h_add / h_max value of each fact, inf if unreached
+	sup      []int32 // best supporter of each reached fact, -1 for state facts
+	unsat    []int32 // unsatisfied precondition counter of each operator
+	opVal    []int64 // accumulated precondition cost, then operator value
+	pcf      []int32 // precondition popped last (largest h_max) of each fired operator
+	q        radixHeap
+
+	// Epoch-stamped marks (a mark is valid iff it equals the epoch).
+	epoch    uint32
+	factMark []uint32
+	opMark   []uint32
+	actMark  []uint32
+	zoneMark []uint32 // LM-cut goal zone
+
+	stack   []int32
+	planOps []int32
+	lmCost  []int32
+	cut     []int32
+}
+
+func (r *relaxed) newScratch() *scratch {
+	nf, no := r.nFacts, r.numOps()
+	return &scratch{
+		factCost: make([]int64, nf),
+		sup:      make([]int32, nf),
+		unsat:    make([]int32, no),
+		opVal:    make([]int64, no),
+		pcf:      make([]int32, no),
+		factMark: make([]uint32, nf),
+		opMark:   make([]uint32, no),
+		actMark:  make([]uint32, r.nActions),
+		zoneMark: make([]uint32, nf),
+		lmCost:   make([]int32, no),
+	}
+}
+
+func (r *relaxed) getScratch() *scratch {
+	if sc, ok := r.pool.Get().(*scratch); ok {
+		return sc
+	}
+	return r.newScratch()
+}
+
+func (r *relaxed) putScratch(sc *scratch) { r.pool.Put(sc) }
+
+// nextEpoch starts a fresh set of marks.
+func (sc *scratch) nextEpoch() uint32 {
+	sc.epoch++
+	if sc.epoch == 0 {
+		clear(sc.factMark)
+		clear(sc.opMark)
+		clear(sc.actMark)
+		clear(sc.zoneMark)
+		sc.epoch = 1
+	}
+	return sc.epoch
+}
+
+// explore runs the generalized Dijkstra exploration of the relaxed task from
+// s with operator costs cost: h_max values when useMax, h_add values
+// otherwise. When stopAtGoal it stops as soon as GOAL's value is final (the
+// values of facts popped so far, supporters and pcf of fired operators are
+// then final). It returns GOAL's value (inf when unreachable).
+func (r *relaxed) explore(s pddl.State, sc *scratch, useMax, stopAtGoal bool, cost []int32) int64 {
+	fc := sc.factCost[:r.nFacts]
+	for i := range fc {
+		fc[i] = inf
+	}
+	unsat := sc.unsat[:len(r.preLen)]
+	copy(unsat, r.preLen)
+	opVal := sc.opVal[:len(unsat)]
+	clear(opVal)
+	pcf := sc.pcf[:len(unsat)]
+	sup := sc.sup[:r.nFacts]
+	q := &sc.q
+	q.reset()
+
+	// State facts and TRUE cost 0.
+	nt := r.nTaskFacts
+words:
+	for i, w := range s {
+		for w != 0 {
+			f := i*64 + trailingZeros(w)
+			if f >= nt {
+				break words
+			}
+			fc[f] = 0
+			sup[f] = -1
+			q.push(0, int32(f))
+			w &= w - 1
+		}
+	}
+	fc[r.trueFact] = 0
+	sup[r.trueFact] = -1
+	q.push(0, r.trueFact)
+
+	preOfStart, preOf := r.preOfStart, r.preOf
+	addStart, add := r.addStart, r.add
+	goal := r.goalFact
+	for !q.empty() {
+		k, f := q.pop()
+		c := int64(k)
+		if c > fc[f] {
+			continue
+		}
+		if f == goal && stopAtGoal {
+			break
+		}
+		for _, o := range preOf[preOfStart[f]:preOfStart[f+1]] {
+			if useMax {
+				if c > opVal[o] {
+					opVal[o] = c
+				}
+			} else {
+				opVal[o] += c
+			}
+			unsat[o]--
+			if unsat[o] != 0 {
+				continue
+			}
+			pcf[o] = f
+			v := opVal[o] + int64(cost[o])
+			opVal[o] = v
+			for _, g := range add[addStart[o]:addStart[o+1]] {
+				if v < fc[g] {
+					fc[g] = v
+					sup[g] = o
+					q.push(uint64(v), g)
+				}
+			}
+		}
+	}
+	return fc[goal]
+}
+
+// extractPlan collects into sc.planOps the operators of the relaxed plan
+// given by the best supporters of the last exploration (which must have
+// reached GOAL), and returns its cost: the sum of the costs of its distinct
+// actions.
+func (r *relaxed) extractPlan(sc *scratch) int64 {
+	ep := sc.nextEpoch()
+	sc.planOps = sc.planOps[:0]
+	stack := append(sc.stack[:0], r.goalFact)
+	sc.factMark[r.goalFact] = ep
+	var h int64
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		o := sc.sup[f]
+		if o < 0 || sc.opMark[o] == ep {
+			continue
+		}
+		sc.opMark[o] = ep
+		sc.planOps = append(sc.planOps, o)
+		if a := r.action[o]; a >= 0 && sc.actMark[a] != ep {
+			sc.actMark[a] = ep
+			h += int64(r.actCost[a])
+		}
+		for _, p := range r.pre[r.preStart[o]:r.preStart[o+1]] {
+			if sc.factMark[p] != ep {
+				sc.factMark[p] = ep
+				stack = append(stack, p)
+			}
+		}
+	}
+	sc.stack = stack
+	return h
+}

@@ -1,0 +1,198 @@
+package heuristic
+
+import (
+	"math"
+	"slices"
+
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// Heuristic estimates the cost of reaching the goal from a state of the task
+// it was built for. Eval returns deadEnd=true (and h=+Inf) when the goal is
+// provably unreachable from s. Implementations in this package are safe for
+// concurrent use.
+type Heuristic interface {
+	// Name returns the canonical specification, which New accepts.
+	Name() string
+	// Eval returns the heuristic value of s.
+	Eval(s pddl.State) (h float64, deadEnd bool)
+}
+
+// Options tune how heuristics are built. The zero value uses action costs
+// when the task declares them and 1 per action otherwise.
+type Options struct {
+	// UnitCost counts every action as cost 1 even when the task declares
+	// action costs.
+	UnitCost bool
+}
+
+func value(h int64) (float64, bool) {
+	if h >= inf {
+		return math.Inf(1), true
+	}
+	return float64(h), false
+}
+
+// suffix is ":unit" when r ignores the task's declared action costs.
+func suffix(r *relaxed) string {
+	if r.unit && r.task.HasCosts {
+		return ":unit"
+	}
+	return ""
+}
+
+// HAdd is the additive heuristic h_add: the cost of a fact is the cheapest
+// operator cost plus the sum of its preconditions' costs.
+type HAdd struct{ r *relaxed }
+
+// Name implements Heuristic.
+func (h *HAdd) Name() string { return "add" + suffix(h.r) }
+
+// Eval implements Heuristic.
+func (h *HAdd) Eval(s pddl.State) (float64, bool) {
+	sc := h.r.getScratch()
+	v := h.r.explore(s, sc, false, true, h.r.cost)
+	h.r.putScratch(sc)
+	return value(v)
+}
+
+// HMax is the max heuristic h_max: like h_add with the maximum in place of
+// the sum. It is admissible.
+type HMax struct{ r *relaxed }
+
+// Name implements Heuristic.
+func (h *HMax) Name() string { return "max" + suffix(h.r) }
+
+// Eval implements Heuristic.
+func (h *HMax) Eval(s pddl.State) (float64, bool) {
+	sc := h.r.getScratch()
+	v := h.r.explore(s, sc, true, true, h.r.cost)
+	h.r.putScratch(sc)
+	return value(v)
+}
+
+// FF is the FF heuristic: the cost of a relaxed plan built from h_add best
+// supporters, each action counted once.
+type FF struct{ r *relaxed }
+
+// Name implements Heuristic.
+func (h *FF) Name() string { return "ff" + suffix(h.r) }
+
+// Eval implements Heuristic.
+func (h *FF) Eval(s pddl.State) (float64, bool) {
+	sc := h.r.getScratch()
+	defer h.r.putScratch(sc)
+	if h.r.explore(s, sc, false, true, h.r.cost) >= inf {
+		return math.Inf(1), true
+	}
+	return float64(h.r.extractPlan(sc)), false
+}
+
+// RelaxedPlan appends to buf the distinct actions of the relaxed plan from s
+// (ordered so that each action's relaxed precondition is reached by the
+// state and the actions before it) and returns it with the plan's cost, or
+// deadEnd=true when the goal is unreachable even in the relaxation.
+func (h *FF) RelaxedPlan(s pddl.State, buf []int) (plan []int, cost float64, deadEnd bool) {
+	sc := h.r.getScratch()
+	defer h.r.putScratch(sc)
+	if h.r.explore(s, sc, false, true, h.r.cost) >= inf {
+		return buf, math.Inf(1), true
+	}
+	c := h.r.extractPlan(sc)
+	ops := sc.planOps
+	slices.SortFunc(ops, func(a, b int32) int {
+		if sc.opVal[a] != sc.opVal[b] {
+			if sc.opVal[a] < sc.opVal[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	ep := sc.nextEpoch()
+	for _, o := range ops {
+		if a := h.r.action[o]; a >= 0 && sc.actMark[a] != ep {
+			sc.actMark[a] = ep
+			buf = append(buf, int(a))
+		}
+	}
+	return buf, float64(c), false
+}
+
+// Helpful appends to buf the actions of the relaxed plan from s that are
+// applicable in s (FF's helpful actions, Fast Downward's preferred
+// operators), in increasing id order.
+func (h *FF) Helpful(s pddl.State, buf []int) []int {
+	start := len(buf)
+	buf, _, dead := h.RelaxedPlan(s, buf)
+	if dead {
+		return buf
+	}
+	out := buf[:start]
+	t := h.r.task
+	for _, a := range buf[start:] {
+		if t.IsApplicable(s, a) {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out[start:])
+	return out
+}
+
+// GoalCount counts the goal literals that do not hold in s (the smallest
+// count over the goal's disjuncts). It ignores action costs.
+type GoalCount struct{ t *pddl.Task }
+
+// Name implements Heuristic.
+func (h *GoalCount) Name() string { return "goalcount" }
+
+// Eval implements Heuristic.
+func (h *GoalCount) Eval(s pddl.State) (float64, bool) {
+	best := -1
+	for _, c := range h.t.Goal {
+		n := 0
+		for _, f := range c.Pos {
+			if !has(s, f) {
+				n++
+			}
+		}
+		for _, f := range c.Neg {
+			if has(s, f) {
+				n++
+			}
+		}
+		if best < 0 || n < best {
+			best = n
+		}
+	}
+	if best < 0 {
+		return math.Inf(1), true
+	}
+	return float64(best), false
+}
+
+// has is State.Has that treats facts beyond the state's length as false.
+func has(s pddl.State, f int) bool {
+	if f < 0 || f>>6 >= len(s) {
+		return false
+	}
+	return s.Has(f)
+}
+
+// Blind is 0 in goal states and the cheapest action cost elsewhere; A* with
+// it is uniform-cost search.
+type Blind struct{ r *relaxed }
+
+// Name implements Heuristic.
+func (h *Blind) Name() string { return "blind" + suffix(h.r) }
+
+// Eval implements Heuristic.
+func (h *Blind) Eval(s pddl.State) (float64, bool) {
+	if len(h.r.task.Goal) == 0 {
+		return math.Inf(1), true
+	}
+	if h.r.task.GoalReached(s) {
+		return 0, false
+	}
+	return float64(h.r.minCost), false
+}

@@ -1,0 +1,269 @@
+package heuristic
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// relaxed is the delete relaxation of a pddl.Task in flat arrays (see the
+// package comment for the compilation). Fact ids 0..nTaskFacts-1 are the
+// task's facts; then come the auxiliary "applied(a)" facts, TRUE and GOAL.
+// It is read-only after compile and shared by every evaluation.
+type relaxed struct {
+	task       *pddl.Task
+	nTaskFacts int
+	nFacts     int
+	trueFact   int32
+	goalFact   int32
+	nActions   int
+	unit       bool
+
+	// Operator o has preconditions pre[preStart[o]:preStart[o+1]] (a set,
+	// never empty), add effects add[addStart[o]:addStart[o+1]], cost cost[o]
+	// and belongs to action action[o] (-1 for the goal operators).
+	preStart []int32
+	pre      []int32
+	addStart []int32
+	add      []int32
+	cost     []int32
+	action   []int32
+	// preLen[o] is the number of preconditions of o (copied into the
+	// per-evaluation counters).
+	preLen []int32
+
+	// preOf[preOfStart[f]:preOfStart[f+1]] are the operators with
+	// precondition f; adders[adderStart[f]:adderStart[f+1]] those adding f.
+	preOfStart []int32
+	preOf      []int32
+	adderStart []int32
+	adders     []int32
+
+	// actCost[a] is action a's cost under the cost mode.
+	actCost []int32
+	// minCost is the cheapest action cost (for the blind heuristic).
+	minCost int32
+
+	pool sync.Pool // of *scratch
+}
+
+func (r *relaxed) numOps() int { return len(r.cost) }
+
+// opPre returns the preconditions of operator o.
+func (r *relaxed) opPre(o int32) []int32 { return r.pre[r.preStart[o]:r.preStart[o+1]] }
+
+// opAdd returns the add effects of operator o.
+func (r *relaxed) opAdd(o int32) []int32 { return r.add[r.addStart[o]:r.addStart[o+1]] }
+
+// Symbolic fact ids used while building, remapped once the number of
+// auxiliary facts is known.
+const (
+	symTrue = -1
+	symGoal = -2
+)
+
+type protoOp struct {
+	pre, add []int32
+	cost     int32
+	action   int32
+}
+
+// compile builds the relaxed task of t. unit makes every action cost 1;
+// otherwise actions cost Action.Cost when t.HasCosts and 1 when not.
+func compile(t *pddl.Task, unit bool) (*relaxed, error) {
+	if t == nil {
+		return nil, fmt.Errorf("heuristic: nil task")
+	}
+	nf := len(t.Facts)
+	checkFacts := func(what string, ids []int) error {
+		for _, f := range ids {
+			if f < 0 || f >= nf {
+				return fmt.Errorf("heuristic: %s refers to fact %d, but the task has %d facts", what, f, nf)
+			}
+		}
+		return nil
+	}
+	r := &relaxed{task: t, nTaskFacts: nf, nActions: len(t.Actions), unit: unit, minCost: -1}
+	var ops []protoOp
+	nAux := 0
+	for ai := range t.Actions {
+		a := &t.Actions[ai]
+		what := "action " + a.String()
+		if err := checkFacts(what+" precondition", a.Pre.Pos); err != nil {
+			return nil, err
+		}
+		if err := checkFacts(what+" precondition", a.Pre.Neg); err != nil {
+			return nil, err
+		}
+		if err := checkFacts(what+" add effect", a.Add); err != nil {
+			return nil, err
+		}
+		if err := checkFacts(what+" delete effect", a.Del); err != nil {
+			return nil, err
+		}
+		for _, ce := range a.Cond {
+			for _, ids := range [][]int{ce.Cond.Pos, ce.Cond.Neg, ce.Add, ce.Del} {
+				if err := checkFacts(what+" conditional effect", ids); err != nil {
+					return nil, err
+				}
+			}
+		}
+		c := int32(1)
+		if !unit && t.HasCosts {
+			if a.Cost < 0 {
+				return nil, fmt.Errorf("heuristic: %s has negative cost %d", what, a.Cost)
+			}
+			c = int32(a.Cost)
+		}
+		r.actCost = append(r.actCost, c)
+		if r.minCost < 0 || c < r.minCost {
+			r.minCost = c
+		}
+		pre := toSet(a.Pre.Pos)
+		adds := minus(toSet(a.Add), pre)
+		type rem struct{ cond, add []int32 }
+		var rems []rem
+		for _, ce := range a.Cond {
+			cadd := minus(toSet(ce.Add), pre)
+			if len(cadd) == 0 {
+				continue
+			}
+			cpos := minus(toSet(ce.Cond.Pos), pre)
+			if len(cpos) == 0 {
+				adds = union(adds, cadd)
+				continue
+			}
+			rems = append(rems, rem{cpos, cadd})
+		}
+		// Conditional adds already added unconditionally need no operator.
+		k := 0
+		for _, re := range rems {
+			re.add = minus(re.add, adds)
+			if len(re.add) > 0 {
+				rems[k] = re
+				k++
+			}
+		}
+		rems = rems[:k]
+		switch {
+		case len(rems) == 0:
+			if len(adds) > 0 {
+				ops = append(ops, protoOp{pre, adds, c, int32(ai)})
+			}
+		case len(rems) == 1:
+			if len(adds) > 0 {
+				ops = append(ops, protoOp{pre, adds, c, int32(ai)})
+			}
+			ops = append(ops, protoOp{union(pre, rems[0].cond), union(adds, rems[0].add), c, int32(ai)})
+		default:
+			aux := int32(nf + nAux)
+			nAux++
+			ops = append(ops, protoOp{pre, append(slices.Clone(adds), aux), c, int32(ai)})
+			for _, re := range rems {
+				ops = append(ops, protoOp{union([]int32{aux}, re.cond), re.add, 0, int32(ai)})
+			}
+		}
+	}
+	for gi, g := range t.Goal {
+		if err := checkFacts(fmt.Sprintf("goal disjunct %d", gi), g.Pos); err != nil {
+			return nil, err
+		}
+		ops = append(ops, protoOp{toSet(g.Pos), []int32{symGoal}, 0, -1})
+	}
+	if r.minCost < 0 {
+		r.minCost = 1
+	}
+	r.trueFact = int32(nf + nAux)
+	r.goalFact = r.trueFact + 1
+	r.nFacts = int(r.goalFact) + 1
+
+	// Flatten.
+	r.preStart = make([]int32, 1, len(ops)+1)
+	r.addStart = make([]int32, 1, len(ops)+1)
+	r.cost = make([]int32, 0, len(ops))
+	r.action = make([]int32, 0, len(ops))
+	r.preLen = make([]int32, 0, len(ops))
+	for _, op := range ops {
+		if len(op.pre) == 0 {
+			op.pre = []int32{symTrue}
+		}
+		for _, f := range op.pre {
+			r.pre = append(r.pre, r.remap(f))
+		}
+		for _, f := range op.add {
+			r.add = append(r.add, r.remap(f))
+		}
+		r.preStart = append(r.preStart, int32(len(r.pre)))
+		r.addStart = append(r.addStart, int32(len(r.add)))
+		r.cost = append(r.cost, op.cost)
+		r.action = append(r.action, op.action)
+		r.preLen = append(r.preLen, int32(len(op.pre)))
+	}
+	r.preOfStart, r.preOf = invert(r.nFacts, r.preStart, r.pre)
+	r.adderStart, r.adders = invert(r.nFacts, r.addStart, r.add)
+	return r, nil
+}
+
+func (r *relaxed) remap(f int32) int32 {
+	switch f {
+	case symTrue:
+		return r.trueFact
+	case symGoal:
+		return r.goalFact
+	}
+	return f
+}
+
+// invert turns operator -> facts lists into fact -> operators lists (CSR),
+// operators in increasing order.
+func invert(nFacts int, start, facts []int32) ([]int32, []int32) {
+	cnt := make([]int32, nFacts+1)
+	for _, f := range facts {
+		cnt[f+1]++
+	}
+	for i := 1; i <= nFacts; i++ {
+		cnt[i] += cnt[i-1]
+	}
+	out := make([]int32, len(facts))
+	pos := slices.Clone(cnt[:nFacts])
+	for o := 0; o+1 < len(start); o++ {
+		for _, f := range facts[start[o]:start[o+1]] {
+			out[pos[f]] = int32(o)
+			pos[f]++
+		}
+	}
+	return cnt, out
+}
+
+// toSet returns ids as a sorted, duplicate-free []int32.
+func toSet(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, f := range ids {
+		out[i] = int32(f)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// minus returns the elements of sorted set a not in sorted set b.
+func minus(a, b []int32) []int32 {
+	out := make([]int32, 0, len(a))
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// union returns the sorted union of sorted sets a and b.
+func union(a, b []int32) []int32 {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func trailingZeros(w uint64) int { return bits.TrailingZeros64(w) }
