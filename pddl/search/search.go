@@ -1,0 +1,315 @@
+// Package search holds the reference planners over a ground pddl.Task:
+// greedy best-first search (GBFS) and A*, each with any heuristic from
+// package heuristic.
+//
+// Both are eager: a state's heuristic value is computed once, when the state
+// is first generated. Duplicates are detected on the full state (a hash table
+// over a packed state arena, no per-state strings). Ties are broken
+// deterministically: GBFS orders by h, then first generated first; A* orders
+// by f = g + h, then smaller h, then first generated first. Successors are
+// generated in increasing action id order, so a search is reproducible.
+//
+// GBFS tests the goal when a state is generated; A* when it is expanded, and
+// reopens closed states reached again at lower cost, so with an admissible
+// heuristic (h_max, LM-cut, blind) its plans are optimal. States that the
+// heuristic reports as dead ends are pruned; since every heuristic's dead
+// ends are true dead ends, an exhausted open list proves the task unsolvable.
+package search
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
+)
+
+// Algorithm names accepted in Options.Algorithm.
+const (
+	GBFS  = "gbfs"
+	AStar = "astar"
+)
+
+// Options configure Solve. The zero value runs GBFS with h_FF, no limits,
+// and action costs when the task declares them.
+type Options struct {
+	// Algorithm is GBFS or AStar; "" means GBFS.
+	Algorithm string
+	// Heuristic evaluates states; nil means h_FF (heuristic.New("ff", t)
+	// with UnitCost below).
+	Heuristic heuristic.Heuristic
+	// MaxExpansions stops the search after this many expansions; 0 means no
+	// limit.
+	MaxExpansions int
+	// Timeout stops the search after this long; 0 means no limit (the
+	// context's deadline still applies).
+	Timeout time.Duration
+	// UnitCost counts every action as cost 1 in g and in Result.Cost even
+	// when the task declares action costs.
+	UnitCost bool
+}
+
+// Status says how a search ended.
+type Status int
+
+// The ways a search ends.
+const (
+	// Solved: Result.Plan reaches the goal.
+	Solved Status = iota
+	// Unsolvable: the whole reachable space (less proven dead ends) was
+	// searched without reaching the goal.
+	Unsolvable
+	// ExpansionLimit: Options.MaxExpansions was reached.
+	ExpansionLimit
+	// TimeLimit: Options.Timeout passed.
+	TimeLimit
+	// Canceled: the context was canceled or its deadline passed.
+	Canceled
+)
+
+var statusNames = [...]string{"solved", "unsolvable", "expansion limit", "time limit", "canceled"}
+
+// String returns a lower-case description, e.g. "solved".
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
+// Result is the outcome of a search.
+type Result struct {
+	Status Status
+	// Plan is the sequence of action ids (indexes into Task.Actions) from the
+	// initial state to a goal state; nil unless Status is Solved.
+	Plan []int
+	// Cost is the plan's cost (action costs unless unit costs are used).
+	Cost int
+	// InitialH is the heuristic value of the initial state (+Inf for a dead
+	// end).
+	InitialH float64
+	// Expanded, Generated and Evaluated count expanded states, generated
+	// successors (duplicates included) and heuristic evaluations;
+	// DeadEnds counts states pruned as dead ends.
+	Expanded, Generated, Evaluated, DeadEnds int
+	// Elapsed is the wall-clock search time.
+	Elapsed time.Duration
+}
+
+// Solve searches t for a plan. It returns an error only for invalid
+// arguments (nil task, unknown algorithm); limits, timeouts and cancellation
+// are reported in Result.Status.
+func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
+	if t == nil {
+		return Result{}, fmt.Errorf("search: nil task")
+	}
+	if opts.MaxExpansions < 0 {
+		return Result{}, fmt.Errorf("search: negative expansion limit %d", opts.MaxExpansions)
+	}
+	h := opts.Heuristic
+	if h == nil {
+		var err error
+		h, err = heuristic.NewWithOptions("ff", t, heuristic.Options{UnitCost: opts.UnitCost})
+		if err != nil {
+			return Result{}, fmt.Errorf("search: %w", err)
+		}
+	}
+	if len(t.Init) != (len(t.Facts)+63)/64 {
+		return Result{}, fmt.Errorf("search: initial state has %d words, task has %d facts", len(t.Init), len(t.Facts))
+	}
+	s := &searcher{ctx: ctx, t: t, h: h, opts: opts, start: time.Now()}
+	if opts.Timeout > 0 {
+		s.deadline = s.start.Add(opts.Timeout)
+	}
+	s.costs = make([]int64, len(t.Actions))
+	for i := range t.Actions {
+		c := int64(1)
+		if t.HasCosts && !opts.UnitCost {
+			c = int64(t.Actions[i].Cost)
+			if c < 0 {
+				return Result{}, fmt.Errorf("search: action %s has negative cost %d", t.Actions[i].String(), c)
+			}
+		}
+		s.costs[i] = c
+	}
+	s.nodes = newNodeStore(len(t.Init))
+	var res Result
+	switch opts.Algorithm {
+	case "", GBFS:
+		res = s.gbfs()
+	case AStar:
+		res = s.astar()
+	default:
+		return Result{}, fmt.Errorf("search: unknown algorithm %q (want %s or %s)", opts.Algorithm, GBFS, AStar)
+	}
+	res.Elapsed = time.Since(s.start)
+	return res, nil
+}
+
+// searcher is the state of one search.
+type searcher struct {
+	ctx      context.Context
+	t        *pddl.Task
+	h        heuristic.Heuristic
+	opts     Options
+	start    time.Time
+	deadline time.Time
+	costs    []int64
+	nodes    *nodeStore
+	open     openList
+	res      Result
+	buf      []int
+}
+
+// stop returns the status that ends the search now, if any.
+func (s *searcher) stop() (Status, bool) {
+	if s.ctx.Err() != nil {
+		return Canceled, true
+	}
+	if !s.deadline.IsZero() && time.Now().After(s.deadline) {
+		return TimeLimit, true
+	}
+	if s.opts.MaxExpansions > 0 && s.res.Expanded >= s.opts.MaxExpansions {
+		return ExpansionLimit, true
+	}
+	return 0, false
+}
+
+func (s *searcher) eval(st pddl.State) (float64, bool) {
+	s.res.Evaluated++
+	v, dead := s.h.Eval(st)
+	if dead {
+		s.res.DeadEnds++
+	}
+	return v, dead
+}
+
+// solved fills the result with the plan ending at node n.
+func (s *searcher) solved(n int32) Result {
+	var plan []int
+	for m := n; s.nodes.parent[m] >= 0; m = s.nodes.parent[m] {
+		plan = append(plan, int(s.nodes.action[m]))
+	}
+	for i, j := 0, len(plan)-1; i < j; i, j = i+1, j-1 {
+		plan[i], plan[j] = plan[j], plan[i]
+	}
+	if plan == nil {
+		plan = []int{}
+	}
+	s.res.Status = Solved
+	s.res.Plan = plan
+	s.res.Cost = int(s.nodes.g[n])
+	return s.res
+}
+
+func (s *searcher) end(st Status) Result {
+	s.res.Status = st
+	return s.res
+}
+
+// gbfs runs eager greedy best-first search.
+func (s *searcher) gbfs() Result {
+	t := s.t
+	root, _ := s.nodes.insert(t.Init, -1, -1, 0)
+	h0, dead := s.eval(t.Init)
+	s.res.InitialH = h0
+	if t.GoalReached(t.Init) {
+		return s.solved(root)
+	}
+	if dead {
+		return s.end(Unsolvable)
+	}
+	s.open.push(openEntry{key1: h0, node: root})
+	for s.open.len() > 0 {
+		if st, ok := s.stop(); ok {
+			return s.end(st)
+		}
+		e := s.open.pop()
+		n := e.node
+		if s.nodes.closed[n] {
+			continue
+		}
+		s.nodes.closed[n] = true
+		s.res.Expanded++
+		st := s.nodes.state(n)
+		g := s.nodes.g[n]
+		s.buf = t.Applicable(st, s.buf[:0])
+		for _, a := range s.buf {
+			succ := t.Apply(st, a)
+			s.res.Generated++
+			m, isNew := s.nodes.insert(succ, n, int32(a), g+s.costs[a])
+			if !isNew {
+				continue
+			}
+			if t.GoalReached(succ) {
+				return s.solved(m)
+			}
+			hv, dead := s.eval(succ)
+			if dead {
+				s.nodes.closed[m] = true
+				continue
+			}
+			s.open.push(openEntry{key1: hv, node: m})
+		}
+	}
+	return s.end(Unsolvable)
+}
+
+// astar runs A* with reopening.
+func (s *searcher) astar() Result {
+	t := s.t
+	root, _ := s.nodes.insert(t.Init, -1, -1, 0)
+	h0, dead := s.eval(t.Init)
+	s.res.InitialH = h0
+	if dead {
+		return s.end(Unsolvable)
+	}
+	s.nodes.h[root] = h0
+	s.open.push(openEntry{key1: h0, key2: h0, g: 0, node: root})
+	for s.open.len() > 0 {
+		if st, ok := s.stop(); ok {
+			return s.end(st)
+		}
+		e := s.open.pop()
+		n := e.node
+		if e.g != s.nodes.g[n] || s.nodes.closed[n] {
+			continue // stale entry
+		}
+		st := s.nodes.state(n)
+		if t.GoalReached(st) {
+			return s.solved(n)
+		}
+		s.nodes.closed[n] = true
+		s.res.Expanded++
+		g := s.nodes.g[n]
+		s.buf = t.Applicable(st, s.buf[:0])
+		for _, a := range s.buf {
+			succ := t.Apply(st, a)
+			s.res.Generated++
+			ng := g + s.costs[a]
+			m, isNew := s.nodes.insert(succ, n, int32(a), ng)
+			if !isNew {
+				if ng >= s.nodes.g[m] || s.nodes.dead[m] {
+					continue
+				}
+				// Cheaper path: update and (re)open.
+				s.nodes.g[m] = ng
+				s.nodes.parent[m] = n
+				s.nodes.action[m] = int32(a)
+				s.nodes.closed[m] = false
+				hv := s.nodes.h[m]
+				s.open.push(openEntry{key1: float64(ng) + hv, key2: hv, g: ng, node: m})
+				continue
+			}
+			hv, dead := s.eval(succ)
+			if dead {
+				s.nodes.dead[m] = true
+				continue
+			}
+			s.nodes.h[m] = hv
+			s.open.push(openEntry{key1: float64(ng) + hv, key2: hv, g: ng, node: m})
+		}
+	}
+	return s.end(Unsolvable)
+}
