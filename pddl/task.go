@@ -172,6 +172,11 @@ type Task struct {
 	Objects []string
 	// HasCosts reports whether the domain declared action costs.
 	HasCosts bool
+	// Params are the parameter names (lower-cased, without '?', in
+	// declaration order) of every action schema of the domain, keyed by
+	// schema name, including schemas without reachable ground actions. Text
+	// templates (package lexicon) name parameters by them.
+	Params map[string][]string
 
 	factIndex map[string]int
 	succ      *successorGen
