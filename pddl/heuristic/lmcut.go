@@ -46,11 +46,12 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 	costs := sc.lmCost[:len(r.cost)]
 	copy(costs, r.cost)
 	var h int64
+	g := r.explore(s, sc, true, false, costs)
+	if g >= inf {
+		return inf
+	}
 	for {
-		g := r.explore(s, sc, true, false, costs)
-		if g >= inf {
-			return inf // only possible in the first round
-		}
+		g = sc.factCost[r.goalFact]
 		if g == 0 {
 			return h
 		}
@@ -123,8 +124,56 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 			return h
 		}
 		h += int64(m)
-		for _, o := range cut {
-			costs[o] -= m
+		r.reduceCosts(sc, costs, cut, m)
+	}
+}
+
+// reduceCosts lowers the cost of the cut operators by m and updates the h_max
+// values (and precondition choices) of the last exploration incrementally:
+// values only decrease, and an operator's value can only decrease when its
+// chosen precondition does.
+func (r *relaxed) reduceCosts(sc *scratch, costs []int32, cut []int32, m int32) {
+	fc, pcf, opVal := sc.factCost, sc.pcf, sc.opVal
+	q := &sc.q
+	q.reset()
+	for _, o := range cut {
+		costs[o] -= m
+		v := fc[pcf[o]] + int64(costs[o])
+		opVal[o] = v
+		for _, e := range r.add[r.addStart[o]:r.addStart[o+1]] {
+			if v < fc[e] {
+				fc[e] = v
+				q.push(uint64(v), e)
+			}
+		}
+	}
+	for !q.empty() {
+		k, f := q.pop()
+		if int64(k) > fc[f] {
+			continue
+		}
+		for _, o := range r.preOf[r.preOfStart[f]:r.preOfStart[f+1]] {
+			if sc.unsat[o] != 0 || pcf[o] != f {
+				continue
+			}
+			best, bv := f, fc[f]
+			for _, p := range r.pre[r.preStart[o]:r.preStart[o+1]] {
+				if fc[p] > bv {
+					best, bv = p, fc[p]
+				}
+			}
+			pcf[o] = best
+			v := bv + int64(costs[o])
+			if v >= opVal[o] {
+				continue
+			}
+			opVal[o] = v
+			for _, e := range r.add[r.addStart[o]:r.addStart[o+1]] {
+				if v < fc[e] {
+					fc[e] = v
+					q.push(uint64(v), e)
+				}
+			}
 		}
 	}
 }
