@@ -178,8 +178,51 @@ type Task struct {
 	// templates (package lexicon) name parameters by them.
 	Params map[string][]string
 
-	factIndex map[string]int
-	succ      *successorGen
+	factIndex   map[string]int
+	succ        *successorGen
+	actionIndex map[string][]int
+	// lifted keeps what validation needs to explain failures in terms of the
+	// PDDL (static preconditions, types, unknown names); nil for a Task built
+	// by hand.
+	lifted *lifted
+}
+
+// finish builds the indexes of a grounded task (fact index, action lookup,
+// successor generator). Ground calls it; a Task built by hand must call it
+// before use by calling Reindex.
+func (t *Task) finish() {
+	if t.factIndex == nil {
+		t.factIndex = make(map[string]int, len(t.Facts))
+		for i, f := range t.Facts {
+			t.factIndex[f.String()] = i
+		}
+	}
+	t.actionIndex = make(map[string][]int, len(t.Actions))
+	for i := range t.Actions {
+		k := actionKey(t.Actions[i].Name, t.Actions[i].Args)
+		t.actionIndex[k] = append(t.actionIndex[k], i)
+	}
+	t.succ = newSuccessorGen(t)
+}
+
+// Reindex rebuilds the task's indexes (fact lookup, action lookup, successor
+// generator) after Facts, Actions or Init were changed by hand. Grounded
+// tasks are indexed already. Not safe to call concurrently with readers.
+func (t *Task) Reindex() {
+	t.factIndex = nil
+	t.finish()
+}
+
+func actionKey(name string, args []string) string {
+	return strings.ToLower(name) + "\x00" + strings.ToLower(strings.Join(args, "\x00"))
+}
+
+// LookupAction returns the ids of all ground actions with this name and
+// these arguments (case-insensitive), in increasing order: several when the
+// schema's precondition is a disjunction. It returns nil when there is none
+// (unknown name or objects, or an action that can never be applied).
+func (t *Task) LookupAction(name string, args []string) []int {
+	return t.actionIndex[actionKey(name, args)]
 }
 
 // FactID returns the id of a fluent fact, or -1 if it is not a fluent fact of
@@ -236,11 +279,9 @@ func (t *Task) Apply(s State, a int) State {
 }
 
 // Applicable appends to buf the ids of the actions applicable in s, in
-// increasing order, and returns it.
+// increasing order, and returns it. It uses an index built by Ground and is
+// safe for concurrent use.
 func (t *Task) Applicable(s State, buf []int) []int {
-	if t.succ == nil {
-		t.succ = newSuccessorGen(t)
-	}
 	return t.succ.applicable(s, buf)
 }
 

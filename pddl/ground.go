@@ -1,0 +1,1266 @@
+package pddl
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// This file grounds a lifted Domain and Problem into a Task.
+//
+// Names across stages: Problem.Objects and Domain.Constants -> grounder
+// object ids (int32); Problem.Init -> the atom store (static atoms: of
+// predicates no action changes; fluent atoms: the rest) -> Task.Static and
+// Task.Init; each ActionSchema -> compiled variants (normalize.go) whose
+// bindings are found by joining their positive literals against the atoms
+// reached so far (relaxed reachability: negative literals and residual
+// quantified formulas are ignored until instantiation), repeated until no new
+// atom is reached -> Task.Actions (one ground action per binding and
+// disjunct, static facts folded away); Problem.Goal -> Task.Goal (DNF).
+// Bindings are never enumerated as a cross product of the parameter types,
+// except for parameters that occur in no positive precondition.
+
+// Limits that turn a grounding blow-up into a clear error.
+const (
+	// maxGroundDNF bounds the disjuncts of one ground precondition, effect
+	// condition or the goal.
+	maxGroundDNF = 1 << 12
+	// maxGoalDNF bounds the disjuncts of the goal.
+	maxGoalDNF = 1 << 16
+	// maxGroundActions bounds the ground actions of a task.
+	maxGroundActions = 2_000_000
+	// maxJoinSteps bounds the work of the joins of one task.
+	maxJoinSteps = 200_000_000
+)
+
+// typeSet is the objects of a type (or of an either of types).
+type typeSet struct {
+	member []bool
+	list   []int32
+}
+
+// gatom is an atom of the store: a predicate id and object ids.
+type gatom struct {
+	pred int32
+	args []int32
+}
+
+// cschema is a compiled action schema with its grounding state.
+type cschema struct {
+	a          *ActionSchema
+	nparams    int
+	slotTypes  []*typeSet
+	slotNames  []string
+	variants   []*cvariant
+	effects    []effEntry
+	costs      []costTerm
+	condEffect bool // has entries with a condition or forall variables
+
+	paramSeen     map[string]bool
+	paramBindings [][]int32 // full bindings of new parameter bindings, in discovery order
+}
+
+// cvariant is a variant with its join plan and the bindings found.
+type cvariant struct {
+	variant
+	vars      []int // params and existential slots
+	joinOrder []int // positive non-equality literals, in join order
+	filters   []int // equality and negative static literals
+	lastCount []int // atoms per joined predicate at the last evaluation
+	evaluated bool
+	seen      map[string]bool
+	bindings  [][]int32
+}
+
+// grounder holds the state of one grounding.
+type grounder struct {
+	d     *Domain
+	p     *Problem
+	types *typeTree
+
+	objNames []string
+	objIndex map[string]int32
+	typeSets map[string]*typeSet
+
+	predNames []string
+	predIndex map[string]int32
+	predArity []int
+	static    []bool
+
+	atoms     []gatom
+	atomIndex map[string]int32
+	byPred    [][]int32
+	byArg     [][]map[int32][]int32
+	keyBuf    []byte
+
+	numeric map[string]float64
+	steps   int
+	err     error
+}
+
+// Ground checks p against d and grounds them into a Task. Errors carry the
+// positions of the offending PDDL.
+func Ground(d *Domain, p *Problem) (*Task, error) {
+	t, _, err := ground(d, p)
+	return t, err
+}
+
+// GroundWarnings is Ground that also returns the warnings of checking p
+// against d (objects of unexpected types, undeclared names tolerated, ...).
+func GroundWarnings(d *Domain, p *Problem) (*Task, []Warning, error) {
+	return ground(d, p)
+}
+
+func ground(d *Domain, p *Problem) (*Task, []Warning, error) {
+	if d == nil || p == nil {
+		return nil, nil, fmt.Errorf("ground: nil domain or problem")
+	}
+	ps := &parser{}
+	c := newChecker(d, ps)
+	c.checkProblem(p)
+	if err := ps.result(); err != nil {
+		return nil, ps.warns, err
+	}
+	g := &grounder{d: d, p: p, types: c.types}
+	if err := g.setup(); err != nil {
+		return nil, ps.warns, err
+	}
+	schemas, err := g.compileSchemas()
+	if err != nil {
+		return nil, ps.warns, err
+	}
+	g.reach(schemas)
+	if g.err != nil {
+		return nil, ps.warns, g.err
+	}
+	t, err := g.build(schemas)
+	if err != nil {
+		return nil, ps.warns, err
+	}
+	if len(t.Goal) == 0 {
+		ps.warnf(p.Goal.Pos, "the goal is unreachable even ignoring delete effects")
+	}
+	return t, ps.warns, nil
+}
+
+// setup numbers objects and predicates and loads the initial atoms.
+func (g *grounder) setup() error {
+	g.objIndex = map[string]int32{}
+	objTypes := map[int32][]string{}
+	addObj := func(tn TypedName) {
+		id, ok := g.objIndex[tn.Name]
+		if !ok {
+			id = int32(len(g.objNames))
+			g.objIndex[tn.Name] = id
+			g.objNames = append(g.objNames, tn.Name)
+		}
+		objTypes[id] = append(objTypes[id], tn.Types...)
+	}
+	for _, k := range g.d.Constants {
+		addObj(k)
+	}
+	for _, o := range g.p.Objects {
+		addObj(o)
+	}
+	// Type sets: every object belongs to its types and their ancestors.
+	g.typeSets = map[string]*typeSet{}
+	members := map[string][]int32{}
+	for id := range g.objNames {
+		for _, t := range g.types.ancestors(objTypes[int32(id)]) {
+			members[t] = append(members[t], int32(id))
+		}
+	}
+	for t, list := range members {
+		ts := &typeSet{member: make([]bool, len(g.objNames)), list: list}
+		for _, o := range list {
+			ts.member[o] = true
+		}
+		g.typeSets[t] = ts
+	}
+
+	g.predIndex = map[string]int32{}
+	for _, pd := range g.d.Predicates {
+		if _, dup := g.predIndex[pd.Name]; dup {
+			continue
+		}
+		g.predIndex[pd.Name] = int32(len(g.predNames))
+		g.predNames = append(g.predNames, pd.Name)
+		g.predArity = append(g.predArity, len(pd.Params))
+	}
+	n := len(g.predNames)
+	g.static = make([]bool, n)
+	for i := range g.static {
+		g.static[i] = true
+	}
+	var markFluent func(e *Effect)
+	markFluent = func(e *Effect) {
+		if e == nil {
+			return
+		}
+		switch e.Kind {
+		case EAdd, EDel:
+			if id, ok := g.predIndex[e.Pred]; ok {
+				g.static[id] = false
+			}
+		}
+		for _, s := range e.Sub {
+			markFluent(s)
+		}
+	}
+	for _, a := range g.d.Actions {
+		markFluent(a.Effect)
+	}
+	g.atomIndex = map[string]int32{}
+	g.byPred = make([][]int32, n)
+	g.byArg = make([][]map[int32][]int32, n)
+	for i := range g.byArg {
+		g.byArg[i] = make([]map[int32][]int32, g.predArity[i])
+		for j := range g.byArg[i] {
+			g.byArg[i][j] = map[int32][]int32{}
+		}
+	}
+	for _, a := range g.p.Init {
+		pid := g.predIndex[a.Pred]
+		args := make([]int32, len(a.Args))
+		for i, s := range a.Args {
+			args[i] = g.objIndex[s]
+		}
+		g.addAtom(pid, args)
+	}
+	g.numeric = map[string]float64{}
+	for _, nf := range g.p.NumericInit {
+		g.numeric[nf.Fn+"("+strings.Join(nf.Args, " ")] = nf.Value
+	}
+	return nil
+}
+
+// typeSetOf returns the objects of a type list (an either).
+func (g *grounder) typeSetOf(types []string) *typeSet {
+	key := strings.Join(types, " ")
+	if ts, ok := g.typeSets[key]; ok {
+		return ts
+	}
+	ts := &typeSet{member: make([]bool, len(g.objNames))}
+	for _, t := range types {
+		if s, ok := g.typeSets[t]; ok {
+			for _, o := range s.list {
+				ts.member[o] = true
+			}
+		}
+	}
+	for o, m := range ts.member {
+		if m {
+			ts.list = append(ts.list, int32(o))
+		}
+	}
+	g.typeSets[key] = ts
+	return ts
+}
+
+func (g *grounder) key(pred int32, args []int32) []byte {
+	b := g.keyBuf[:0]
+	b = binary.LittleEndian.AppendUint32(b, uint32(pred))
+	for _, a := range args {
+		b = binary.LittleEndian.AppendUint32(b, uint32(a))
+	}
+	g.keyBuf = b
+	return b
+}
+
+// lookup returns the id of a stored atom, or -1.
+func (g *grounder) lookup(pred int32, args []int32) int32 {
+	if id, ok := g.atomIndex[string(g.key(pred, args))]; ok {
+		return id
+	}
+	return -1
+}
+
+// addAtom stores an atom if new and reports whether it was new.
+func (g *grounder) addAtom(pred int32, args []int32) bool {
+	k := g.key(pred, args)
+	if _, ok := g.atomIndex[string(k)]; ok {
+		return false
+	}
+	id := int32(len(g.atoms))
+	g.atomIndex[string(k)] = id
+	a := gatom{pred: pred, args: slices.Clone(args)}
+	g.atoms = append(g.atoms, a)
+	g.byPred[pred] = append(g.byPred[pred], id)
+	for i, o := range a.args {
+		g.byArg[pred][i][o] = append(g.byArg[pred][i][o], id)
+	}
+	return true
+}
+
+// compileSchemas compiles every action schema.
+func (g *grounder) compileSchemas() ([]*cschema, error) {
+	var out []*cschema
+	for _, a := range g.d.Actions {
+		sl := &slots{}
+		scope := map[string]int{}
+		for _, p := range a.Params {
+			scope[p.Name] = sl.add(p)
+		}
+		c := &compiler{g: g, slots: sl}
+		pre, err := c.formula(a.Pre, scope, false)
+		if err != nil {
+			return nil, err
+		}
+		s := &cschema{a: a, nparams: len(a.Params), paramSeen: map[string]bool{}}
+		if err := c.effects(a.Effect, scope, nil, nil, &s.effects, &s.costs); err != nil {
+			return nil, err
+		}
+		for _, e := range s.effects {
+			if e.cond != nil || len(e.vars) > 0 {
+				s.condEffect = true
+			}
+		}
+		s.slotNames = sl.names
+		for _, ts := range sl.types {
+			s.slotTypes = append(s.slotTypes, g.typeSetOf(ts))
+		}
+		params := make([]int, s.nparams)
+		for i := range params {
+			params[i] = i
+		}
+		s.variants = g.planVariants(liftedDNF(pre), params)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// planVariants drops contradictory variants and orders each one's join.
+func (g *grounder) planVariants(vs []variant, params []int) []*cvariant {
+	var out []*cvariant
+	for _, v := range vs {
+		if v.contradictory() {
+			continue
+		}
+		cv := &cvariant{variant: v, seen: map[string]bool{}}
+		cv.vars = append(slices.Clone(params), v.exvars...)
+		var joins []int
+		for i, l := range v.lits {
+			switch {
+			case l.pred == eqPred:
+				cv.filters = append(cv.filters, i)
+			case !l.neg:
+				joins = append(joins, i)
+			case g.static[l.pred]:
+				cv.filters = append(cv.filters, i)
+			}
+		}
+		// Greedy join order: most arguments already bound first, then
+		// static predicates, then fewer atoms.
+		bound := map[term]bool{}
+		for len(joins) > 0 {
+			best, bestScore := 0, math.MinInt
+			for k, i := range joins {
+				l := v.lits[i]
+				nb := 0
+				for _, t := range l.args {
+					if !t.isVar() || bound[t] {
+						nb++
+					}
+				}
+				score := nb*4 - len(l.args)
+				if nb == len(l.args) {
+					score += 1000
+				}
+				if g.static[l.pred] {
+					score += 2
+				}
+				score = score*100000 - min(len(g.byPred[l.pred]), 99999)
+				if score > bestScore {
+					best, bestScore = k, score
+				}
+			}
+			i := joins[best]
+			cv.joinOrder = append(cv.joinOrder, i)
+			for _, t := range v.lits[i].args {
+				if t.isVar() {
+					bound[t] = true
+				}
+			}
+			joins = slices.Delete(joins, best, best+1)
+		}
+		cv.lastCount = make([]int, len(cv.joinOrder))
+		out = append(out, cv)
+	}
+	return out
+}
+
+func (g *grounder) fail(err error) {
+	if g.err == nil {
+		g.err = err
+	}
+}
+
+func (g *grounder) step(what string) bool {
+	g.steps++
+	if g.steps > maxJoinSteps {
+		g.fail(fmt.Errorf("grounding %s: more than %d join steps; the task is too large to ground", what, maxJoinSteps))
+		return false
+	}
+	return g.err == nil
+}
+
+// join calls emit with every binding of v's slots (params and existential
+// variables) that satisfies its positive literals over the stored atoms,
+// the slot types and its filters. emit must not keep b.
+func (g *grounder) join(s *cschema, v *cvariant, nslots int, emit func(b []int32)) {
+	b := make([]int32, nslots)
+	for i := range b {
+		b[i] = -1
+	}
+	var rec func(i int)
+	rec = func(i int) {
+		if g.err != nil {
+			return
+		}
+		if i == len(v.joinOrder) {
+			g.enumFree(s.a.Name, s.slotTypes, v, b, 0, emit)
+			return
+		}
+		l := &v.lits[v.joinOrder[i]]
+		cands := g.byPred[l.pred]
+		for pos, t := range l.args {
+			o := int32(-1)
+			if !t.isVar() {
+				o = t.obj()
+			} else if b[t] >= 0 {
+				o = b[t]
+			}
+			if o >= 0 {
+				if c := g.byArg[l.pred][pos][o]; len(c) < len(cands) {
+					cands = c
+				}
+			}
+		}
+		var buf [8]term
+		for _, ai := range cands {
+			if !g.step(s.a.Name) {
+				return
+			}
+			args := g.atoms[ai].args
+			newly := buf[:0]
+			ok := true
+			for pos, t := range l.args {
+				x := args[pos]
+				switch {
+				case !t.isVar():
+					ok = t.obj() == x
+				case b[t] >= 0:
+					ok = b[t] == x
+				case !s.slotTypes[t].member[x]:
+					ok = false
+				default:
+					b[t] = x
+					newly = append(newly, t)
+				}
+				if !ok {
+					break
+				}
+			}
+			if ok {
+				rec(i + 1)
+			}
+			for _, t := range newly {
+				b[t] = -1
+			}
+		}
+	}
+	rec(0)
+}
+
+// enumFree binds the variant's slots that no positive literal bound, over
+// their types, then applies the filters.
+func (g *grounder) enumFree(what string, slotTypes []*typeSet, v *cvariant, b []int32, k int, emit func([]int32)) {
+	for k < len(v.vars) && b[v.vars[k]] >= 0 {
+		k++
+	}
+	if k == len(v.vars) {
+		if g.passFilters(v, b) {
+			emit(b)
+		}
+		return
+	}
+	slot := v.vars[k]
+	for _, o := range slotTypes[slot].list {
+		if !g.step(what) {
+			return
+		}
+		b[slot] = o
+		g.enumFree(what, slotTypes, v, b, k+1, emit)
+	}
+	b[slot] = -1
+}
+
+func (g *grounder) groundArgs(args []term, b []int32, dst []int32) []int32 {
+	dst = dst[:0]
+	for _, t := range args {
+		if t.isVar() {
+			dst = append(dst, b[t])
+		} else {
+			dst = append(dst, t.obj())
+		}
+	}
+	return dst
+}
+
+func (g *grounder) passFilters(v *cvariant, b []int32) bool {
+	var buf [8]int32
+	for _, i := range v.filters {
+		l := &v.lits[i]
+		args := g.groundArgs(l.args, b, buf[:0])
+		if l.pred == eqPred {
+			if (args[0] == args[1]) == l.neg {
+				return false
+			}
+			continue
+		}
+		// Negative static literal: false when the atom is in the initial state.
+		if g.lookup(l.pred, args) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func bindingKey(b []int32) string {
+	buf := make([]byte, 0, 4*len(b))
+	for _, x := range b {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(x))
+	}
+	return string(buf)
+}
+
+// reach runs relaxed reachability to a fixpoint, recording the bindings of
+// every variant and adding the atoms their effects may add.
+func (g *grounder) reach(schemas []*cschema) {
+	for changed := true; changed && g.err == nil; {
+		changed = false
+		for _, s := range schemas {
+			nslots := len(s.slotTypes)
+			for _, v := range s.variants {
+				if v.evaluated && !g.grew(v) {
+					continue
+				}
+				v.evaluated = true
+				for k, i := range v.joinOrder {
+					v.lastCount[k] = len(g.byPred[v.lits[i].pred])
+				}
+				var found [][]int32
+				g.join(s, v, nslots, func(b []int32) {
+					k := bindingKey(b)
+					if v.seen[k] {
+						return
+					}
+					v.seen[k] = true
+					found = append(found, slices.Clone(b))
+				})
+				if g.err != nil {
+					return
+				}
+				for _, b := range found {
+					v.bindings = append(v.bindings, b)
+					pk := bindingKey(b[:s.nparams])
+					if s.paramSeen[pk] {
+						continue
+					}
+					s.paramSeen[pk] = true
+					s.paramBindings = append(s.paramBindings, b)
+					if g.relaxedEffects(s, b, false) {
+						changed = true
+					}
+				}
+			}
+			if s.condEffect {
+				for _, b := range s.paramBindings {
+					if g.relaxedEffects(s, b, true) {
+						changed = true
+					}
+				}
+			}
+		}
+		if len(g.atoms) > 4*maxGroundActions {
+			g.fail(fmt.Errorf("grounding: more than %d reachable atoms; the task is too large", 4*maxGroundActions))
+		}
+	}
+}
+
+// grew reports whether a predicate v joins on gained atoms since v was last evaluated.
+func (g *grounder) grew(v *cvariant) bool {
+	for k, i := range v.joinOrder {
+		if len(g.byPred[v.lits[i].pred]) != v.lastCount[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// relaxedEffects adds the atoms that schema s adds under binding b: the
+// unconditional ones (conditional false), or those with a condition or
+// forall variables whose relaxed condition holds (conditional true).
+func (g *grounder) relaxedEffects(s *cschema, b []int32, conditional bool) bool {
+	added := false
+	var buf [8]int32
+	for i := range s.effects {
+		e := &s.effects[i]
+		if e.del || (e.cond != nil || len(e.vars) > 0) != conditional {
+			continue
+		}
+		if !conditional {
+			if g.addAtom(e.atom.pred, g.groundArgs(e.atom.args, b, buf[:0])) {
+				added = true
+			}
+			continue
+		}
+		bb := slices.Clone(b)
+		g.forEach(s.slotTypes, e.vars, bb, func() bool {
+			if e.cond == nil || g.relaxedHolds(s.slotTypes, e.cond, bb) {
+				if g.addAtom(e.atom.pred, g.groundArgs(e.atom.args, bb, buf[:0])) {
+					added = true
+				}
+			}
+			return g.step(s.a.Name)
+		})
+	}
+	return added
+}
+
+// forEach binds vars to every combination of objects of their types and
+// calls fn, stopping when fn returns false. It restores b.
+func (g *grounder) forEach(slotTypes []*typeSet, vars []int, b []int32, fn func() bool) bool {
+	if len(vars) == 0 {
+		return fn()
+	}
+	v := vars[0]
+	old := b[v]
+	defer func() { b[v] = old }()
+	for _, o := range slotTypes[v].list {
+		b[v] = o
+		if !g.forEach(slotTypes, vars[1:], b, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// relaxedHolds evaluates c ignoring negative literals and universal
+// quantifiers (an over-approximation).
+func (g *grounder) relaxedHolds(slotTypes []*typeSet, c *cond, b []int32) bool {
+	switch c.kind {
+	case cTrue:
+		return true
+	case cFalse:
+		return false
+	case cLit:
+		var buf [8]int32
+		args := g.groundArgs(c.lit.args, b, buf[:0])
+		if c.lit.pred == eqPred {
+			return (args[0] == args[1]) != c.lit.neg
+		}
+		if c.lit.neg {
+			return !g.static[c.lit.pred] || g.lookup(c.lit.pred, args) < 0
+		}
+		return g.lookup(c.lit.pred, args) >= 0
+	case cAnd:
+		for _, s := range c.sub {
+			if !g.relaxedHolds(slotTypes, s, b) {
+				return false
+			}
+		}
+		return true
+	case cOr:
+		for _, s := range c.sub {
+			if g.relaxedHolds(slotTypes, s, b) {
+				return true
+			}
+		}
+		return false
+	case cExists:
+		found := false
+		g.forEach(slotTypes, c.vars, b, func() bool {
+			found = g.relaxedHolds(slotTypes, c.sub[0], b)
+			return !found && g.step("condition")
+		})
+		return found
+	case cForall:
+		return true
+	}
+	return false
+}
+
+// gconj is a ground conjunction over atom ids.
+type gconj struct {
+	pos, neg []int32
+}
+
+// normalize sorts and deduplicates the literals; it reports false when the
+// conjunction is contradictory.
+func (c *gconj) normalize() bool {
+	slices.Sort(c.pos)
+	c.pos = slices.Compact(c.pos)
+	slices.Sort(c.neg)
+	c.neg = slices.Compact(c.neg)
+	i, j := 0, 0
+	for i < len(c.pos) && j < len(c.neg) {
+		switch {
+		case c.pos[i] == c.neg[j]:
+			return false
+		case c.pos[i] < c.neg[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return true
+}
+
+func (c gconj) key() string {
+	buf := make([]byte, 0, 4*(len(c.pos)+len(c.neg))+4)
+	for _, x := range c.pos {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(x))
+	}
+	buf = binary.LittleEndian.AppendUint32(buf, math.MaxUint32)
+	for _, x := range c.neg {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(x))
+	}
+	return string(buf)
+}
+
+// dedupe removes repeated conjunctions (each already normalized).
+func dedupe(cs []gconj) []gconj {
+	if len(cs) < 2 {
+		return cs
+	}
+	seen := make(map[string]bool, len(cs))
+	out := cs[:0]
+	for _, c := range cs {
+		k := c.key()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// dnfTooLarge is the error of a ground formula whose DNF exceeds the limit.
+type dnfTooLarge struct{ limit int }
+
+func (e dnfTooLarge) Error() string {
+	return fmt.Sprintf("more than %d disjuncts in disjunctive normal form", e.limit)
+}
+
+// groundDNF grounds c under b into a DNF over fluent atom ids, folding static
+// atoms (true iff in the initial state) and unreachable atoms (false). nil is
+// false; a single empty conjunction is true.
+func (g *grounder) groundDNF(slotTypes []*typeSet, c *cond, b []int32, limit int) ([]gconj, error) {
+	switch c.kind {
+	case cTrue:
+		return []gconj{{}}, nil
+	case cFalse:
+		return nil, nil
+	case cLit:
+		var buf [8]int32
+		args := g.groundArgs(c.lit.args, b, buf[:0])
+		if c.lit.pred == eqPred {
+			if (args[0] == args[1]) != c.lit.neg {
+				return []gconj{{}}, nil
+			}
+			return nil, nil
+		}
+		id := g.lookup(c.lit.pred, args)
+		if g.static[c.lit.pred] || id < 0 {
+			if (id >= 0) != c.lit.neg {
+				return []gconj{{}}, nil
+			}
+			return nil, nil
+		}
+		if c.lit.neg {
+			return []gconj{{neg: []int32{id}}}, nil
+		}
+		return []gconj{{pos: []int32{id}}}, nil
+	case cAnd, cForall:
+		acc := []gconj{{}}
+		var err error
+		conjoin := func(sub *cond) bool {
+			var d []gconj
+			d, err = g.groundDNF(slotTypes, sub, b, limit)
+			if err != nil || len(d) == 0 {
+				acc = nil
+				return false
+			}
+			if len(d) == 1 && len(d[0].pos)+len(d[0].neg) == 0 {
+				return true
+			}
+			if len(acc)*len(d) > limit {
+				err = dnfTooLarge{limit}
+				return false
+			}
+			next := make([]gconj, 0, len(acc)*len(d))
+			for _, x := range acc {
+				for _, y := range d {
+					z := gconj{pos: append(slices.Clone(x.pos), y.pos...), neg: append(slices.Clone(x.neg), y.neg...)}
+					if z.normalize() {
+						next = append(next, z)
+					}
+				}
+			}
+			acc = dedupe(next)
+			return len(acc) > 0
+		}
+		if c.kind == cAnd {
+			for _, s := range c.sub {
+				if !conjoin(s) {
+					break
+				}
+			}
+		} else {
+			g.forEach(slotTypes, c.vars, b, func() bool { return conjoin(c.sub[0]) && g.step("formula") })
+		}
+		if g.err != nil {
+			return nil, g.err
+		}
+		return acc, err
+	case cOr, cExists:
+		var acc []gconj
+		var err error
+		disjoin := func(sub *cond) bool {
+			var d []gconj
+			d, err = g.groundDNF(slotTypes, sub, b, limit)
+			if err != nil {
+				return false
+			}
+			for _, x := range d {
+				if len(x.pos)+len(x.neg) == 0 {
+					acc = []gconj{{}}
+					return false // true: stop
+				}
+			}
+			acc = append(acc, d...)
+			if len(acc) > limit {
+				acc = dedupe(acc)
+				if len(acc) > limit {
+					err = dnfTooLarge{limit}
+					return false
+				}
+			}
+			return true
+		}
+		if c.kind == cOr {
+			for _, s := range c.sub {
+				if !disjoin(s) {
+					break
+				}
+			}
+		} else {
+			g.forEach(slotTypes, c.vars, b, func() bool { return disjoin(c.sub[0]) && g.step("formula") })
+		}
+		if g.err != nil {
+			return nil, g.err
+		}
+		return dedupe(acc), err
+	}
+	return nil, nil
+}
+
+// groundEffects is the ground effect of one action binding, over atom ids.
+type groundEffects struct {
+	add, del []int32
+	cond     []gcondEffect
+	cost     int
+}
+
+type gcondEffect struct {
+	c        gconj
+	add, del []int32
+}
+
+func (g *grounder) effectsOf(s *cschema, b []int32, hasCosts bool) (*groundEffects, error) {
+	ge := &groundEffects{}
+	bb := slices.Clone(b)
+	condIndex := map[string]int{}
+	var buf [8]int32
+	var ferr error
+	for i := range s.effects {
+		e := &s.effects[i]
+		g.forEach(s.slotTypes, e.vars, bb, func() bool {
+			args := g.groundArgs(e.atom.args, bb, buf[:0])
+			id := g.lookup(e.atom.pred, args)
+			if id < 0 {
+				if e.del {
+					return true // deleting a fact that never holds
+				}
+				if e.cond == nil {
+					ferr = fmt.Errorf("internal error: effect atom of %s not reached", s.a.Name)
+					return false
+				}
+			}
+			var d []gconj
+			if e.cond == nil {
+				d = []gconj{{}}
+			} else {
+				var err error
+				d, err = g.groundDNF(s.slotTypes, e.cond, bb, maxGroundDNF)
+				if err != nil {
+					ferr = &Error{Pos: s.a.Pos, Msg: fmt.Sprintf("action %s: effect condition has %v", s.a.Name, err)}
+					return false
+				}
+			}
+			if len(d) > 0 && id < 0 {
+				ferr = fmt.Errorf("internal error: conditional effect atom of %s not reached", s.a.Name)
+				return false
+			}
+			for _, c := range d {
+				if len(c.pos)+len(c.neg) == 0 {
+					if e.del {
+						ge.del = append(ge.del, id)
+					} else {
+						ge.add = append(ge.add, id)
+					}
+					break
+				}
+				k := c.key()
+				j, ok := condIndex[k]
+				if !ok {
+					j = len(ge.cond)
+					condIndex[k] = j
+					ge.cond = append(ge.cond, gcondEffect{c: c})
+				}
+				if e.del {
+					ge.cond[j].del = append(ge.cond[j].del, id)
+				} else {
+					ge.cond[j].add = append(ge.cond[j].add, id)
+				}
+			}
+			return g.step(s.a.Name)
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		if g.err != nil {
+			return nil, g.err
+		}
+	}
+	slices.Sort(ge.add)
+	ge.add = slices.Compact(ge.add)
+	slices.Sort(ge.del)
+	ge.del = slices.Compact(ge.del)
+	// Add after delete: a fact both added and deleted holds afterwards.
+	ge.del = slices.DeleteFunc(ge.del, func(x int32) bool { _, found := slices.BinarySearch(ge.add, x); return found })
+	for i := range ge.cond {
+		ce := &ge.cond[i]
+		slices.Sort(ce.add)
+		ce.add = slices.Compact(ce.add)
+		slices.Sort(ce.del)
+		ce.del = slices.Compact(ce.del)
+	}
+	if !hasCosts {
+		ge.cost = 1
+		return ge, nil
+	}
+	total := 0.0
+	for _, ct := range s.costs {
+		v := ct.value
+		if ct.fn != "" {
+			args := g.groundArgs(ct.args, bb, buf[:0])
+			names := make([]string, len(args))
+			for i, a := range args {
+				names[i] = g.objNames[a]
+			}
+			var ok bool
+			v, ok = g.numeric[ct.fn+"("+strings.Join(names, " ")]
+			if !ok {
+				return nil, &Error{Pos: ct.pos, Msg: fmt.Sprintf("action %s: (%s %s) has no initial value", s.a.Name, ct.fn, strings.Join(names, " "))}
+			}
+		}
+		total += v
+	}
+	if total < 0 || total != math.Trunc(total) || total > math.MaxInt32 {
+		return nil, &Error{Pos: s.a.Pos, Msg: fmt.Sprintf("action %s: cost %s is not a non-negative integer", s.a.Name, formatNumber(total))}
+	}
+	ge.cost = int(total)
+	return ge, nil
+}
+
+// instance is a ground action before fact ids are assigned.
+type instance struct {
+	schema int
+	args   []int32
+	pre    gconj
+	eff    *groundEffects
+}
+
+// build instantiates actions and the goal and assembles the Task.
+func (g *grounder) build(schemas []*cschema) (*Task, error) {
+	hasCosts := g.d.HasCosts
+	var insts []instance
+	for si, s := range schemas {
+		effCache := map[string]*groundEffects{}
+		for _, v := range s.variants {
+			for _, b := range v.bindings {
+				base := gconj{}
+				var buf [8]int32
+				for _, l := range v.lits {
+					if l.pred == eqPred || g.static[l.pred] {
+						continue // checked by the join and filters
+					}
+					args := g.groundArgs(l.args, b, buf[:0])
+					id := g.lookup(l.pred, args)
+					switch {
+					case id >= 0 && l.neg:
+						base.neg = append(base.neg, id)
+					case id >= 0:
+						base.pos = append(base.pos, id)
+					case !l.neg:
+						return nil, fmt.Errorf("internal error: precondition atom of %s not reached", s.a.Name)
+					}
+				}
+				if !base.normalize() {
+					continue
+				}
+				disj := []gconj{base}
+				if len(v.resid) > 0 {
+					d, err := g.groundDNF(s.slotTypes, junction(cAnd, v.resid), slices.Clone(b), maxGroundDNF)
+					if err != nil {
+						return nil, &Error{Pos: s.a.Pos, Msg: fmt.Sprintf("action %s%s: precondition has %v", s.a.Name, g.argString(b[:s.nparams]), err)}
+					}
+					disj = disj[:0]
+					for _, c := range d {
+						z := gconj{pos: append(slices.Clone(base.pos), c.pos...), neg: append(slices.Clone(base.neg), c.neg...)}
+						if z.normalize() {
+							disj = append(disj, z)
+						}
+					}
+				}
+				if len(disj) == 0 {
+					continue
+				}
+				pk := bindingKey(b[:s.nparams])
+				eff, ok := effCache[pk]
+				if !ok {
+					var err error
+					eff, err = g.effectsOf(s, b, hasCosts)
+					if err != nil {
+						return nil, err
+					}
+					effCache[pk] = eff
+				}
+				for _, c := range disj {
+					insts = append(insts, instance{schema: si, args: b[:s.nparams], pre: c, eff: eff})
+				}
+				if len(insts) > maxGroundActions {
+					return nil, fmt.Errorf("grounding: more than %d ground actions; the task is too large", maxGroundActions)
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(insts, func(a, b instance) int {
+		if c := cmp.Compare(a.schema, b.schema); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.args, b.args); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.pre.pos, b.pre.pos); c != 0 {
+			return c
+		}
+		return slices.Compare(a.pre.neg, b.pre.neg)
+	})
+	insts = slices.CompactFunc(insts, func(a, b instance) bool {
+		return a.schema == b.schema && slices.Equal(a.args, b.args) && slices.Equal(a.pre.pos, b.pre.pos) && slices.Equal(a.pre.neg, b.pre.neg)
+	})
+
+	// Fluent facts, sorted by predicate then arguments.
+	var fluent []int32
+	for id, a := range g.atoms {
+		if !g.static[a.pred] {
+			fluent = append(fluent, int32(id))
+		}
+	}
+	slices.SortFunc(fluent, func(x, y int32) int {
+		a, b := &g.atoms[x], &g.atoms[y]
+		if c := cmp.Compare(a.pred, b.pred); c != 0 {
+			return c
+		}
+		return slices.Compare(a.args, b.args)
+	})
+	factOf := make([]int32, len(g.atoms))
+	for i := range factOf {
+		factOf[i] = -1
+	}
+	t := &Task{DomainName: g.d.Name, ProblemName: g.p.Name, Objects: g.objNames, HasCosts: hasCosts,
+		factIndex: make(map[string]int, len(fluent))}
+	for i, id := range fluent {
+		factOf[id] = int32(i)
+		f := g.fact(id)
+		t.Facts = append(t.Facts, f)
+		t.factIndex[f.String()] = i
+	}
+	for id, a := range g.atoms {
+		if g.static[a.pred] {
+			t.Static = append(t.Static, g.fact(int32(id)))
+		}
+	}
+	t.Init = NewState(len(t.Facts))
+	for _, a := range g.p.Init {
+		pid := g.predIndex[a.Pred]
+		if g.static[pid] {
+			continue
+		}
+		args := make([]int32, len(a.Args))
+		for i, s := range a.Args {
+			args[i] = g.objIndex[s]
+		}
+		t.Init.Set(int(factOf[g.lookup(pid, args)]))
+	}
+	ids := func(xs []int32) []int {
+		if len(xs) == 0 {
+			return nil
+		}
+		out := make([]int, len(xs))
+		for i, x := range xs {
+			out[i] = int(factOf[x])
+		}
+		slices.Sort(out)
+		return out
+	}
+	conj := func(c gconj) Conj { return Conj{Pos: ids(c.pos), Neg: ids(c.neg)} }
+	t.Actions = make([]Action, len(insts))
+	for i, in := range insts {
+		s := schemas[in.schema]
+		args := make([]string, len(in.args))
+		for j, o := range in.args {
+			args[j] = g.objNames[o]
+		}
+		a := Action{Name: s.a.Name, Args: args, Pre: conj(in.pre), Add: ids(in.eff.add), Del: ids(in.eff.del), Cost: in.eff.cost}
+		for _, ce := range in.eff.cond {
+			a.Cond = append(a.Cond, CondEffect{Cond: conj(ce.c), Add: ids(ce.add), Del: ids(ce.del)})
+		}
+		t.Actions[i] = a
+	}
+	goal, err := g.groundGoal()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range goal {
+		t.Goal = append(t.Goal, conj(c))
+	}
+	t.lifted = &lifted{d: g.d, p: g.p, types: g.types, objIndex: g.objIndex, typeSets: g.typeSets, static: map[string]bool{}}
+	for _, f := range t.Static {
+		t.lifted.static[f.String()] = true
+	}
+	t.finish()
+	return t, nil
+}
+
+func (g *grounder) fact(id int32) Fact {
+	a := &g.atoms[id]
+	f := Fact{Predicate: g.predNames[a.pred], Args: make([]string, len(a.args))}
+	for i, o := range a.args {
+		f.Args[i] = g.objNames[o]
+	}
+	return f
+}
+
+func (g *grounder) argString(b []int32) string {
+	var s strings.Builder
+	for _, o := range b {
+		s.WriteByte(' ')
+		s.WriteString(g.objNames[o])
+	}
+	return s.String()
+}
+
+// groundGoal grounds the goal into a DNF over fluent atom ids.
+func (g *grounder) groundGoal() ([]gconj, error) {
+	sl := &slots{}
+	c := &compiler{g: g, slots: sl}
+	gc, err := c.formula(g.p.Goal, map[string]int{}, false)
+	if err != nil {
+		return nil, err
+	}
+	var slotTypes []*typeSet
+	for _, ts := range sl.types {
+		slotTypes = append(slotTypes, g.typeSetOf(ts))
+	}
+	vs := liftedDNF(gc)
+	allContradictory := len(vs) > 0
+	for i := range vs {
+		if !vs[i].contradictory() {
+			allContradictory = false
+		}
+	}
+	if allContradictory {
+		return nil, &Error{Pos: g.p.Goal.Pos, Msg: "the goal is contradictory: it requires a fact and its negation"}
+	}
+	s := &cschema{a: &ActionSchema{Name: "goal", Pos: g.p.Goal.Pos}, slotTypes: slotTypes}
+	var out []gconj
+	seen := map[string]bool{}
+	for _, v := range g.planVariants(vs, nil) {
+		var ferr error
+		g.join(s, v, len(slotTypes), func(b []int32) {
+			if ferr != nil {
+				return
+			}
+			base := gconj{}
+			var buf [8]int32
+			for _, l := range v.lits {
+				if l.pred == eqPred || g.static[l.pred] {
+					continue
+				}
+				id := g.lookup(l.pred, g.groundArgs(l.args, b, buf[:0]))
+				if id >= 0 && l.neg {
+					base.neg = append(base.neg, id)
+				} else if id >= 0 {
+					base.pos = append(base.pos, id)
+				}
+			}
+			if !base.normalize() {
+				return
+			}
+			disj := []gconj{base}
+			if len(v.resid) > 0 {
+				d, err := g.groundDNF(slotTypes, junction(cAnd, v.resid), slices.Clone(b), maxGoalDNF)
+				if err != nil {
+					ferr = &Error{Pos: g.p.Goal.Pos, Msg: "the goal has " + err.Error()}
+					return
+				}
+				disj = disj[:0]
+				for _, c := range d {
+					z := gconj{pos: append(slices.Clone(base.pos), c.pos...), neg: append(slices.Clone(base.neg), c.neg...)}
+					if z.normalize() {
+						disj = append(disj, z)
+					}
+				}
+			}
+			for _, c := range disj {
+				if k := c.key(); !seen[k] {
+					seen[k] = true
+					out = append(out, c)
+				}
+			}
+			if len(out) > maxGoalDNF {
+				ferr = &Error{Pos: g.p.Goal.Pos, Msg: fmt.Sprintf("the goal has more than %d disjuncts in disjunctive normal form", maxGoalDNF)}
+			}
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		if g.err != nil {
+			return nil, g.err
+		}
+	}
+	// A disjunct that is true makes the others redundant.
+	for _, c := range out {
+		if len(c.pos)+len(c.neg) == 0 {
+			return []gconj{{}}, nil
+		}
+	}
+	return out, nil
+}
