@@ -1095,7 +1095,14 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 		factOf[i] = -1
 	}
 	t := &Task{DomainName: g.d.Name, ProblemName: g.p.Name, Objects: g.objNames, HasCosts: hasCosts,
-		factIndex: make(map[string]int, len(fluent))}
+		factIndex: make(map[string]int, len(fluent)), Params: map[string][]string{}}
+	for _, a := range g.d.Actions {
+		names := make([]string, len(a.Params))
+		for i, p := range a.Params {
+			names[i] = strings.TrimPrefix(p.Name, "?")
+		}
+		t.Params[a.Name] = names
+	}
 	for i, id := range fluent {
 		factOf[id] = int32(i)
 		f := g.fact(id)

@@ -19,7 +19,7 @@ import (
 // object id o encoded as -(o+1).
 type term int32
 
-func objTerm(o int32) term  { return term(-o - 1) }
+func objTerm(o int32) term { return term(-o - 1) }
 func (t term) isVar() bool { return t >= 0 }
 func (t term) obj() int32  { return int32(-t - 1) }
 
