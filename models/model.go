@@ -3,6 +3,15 @@
 // engine, exposes their vocabulary, tokenizer and chat template, and
 // evaluates many token sequences at once with shared-prefix forks, as the
 // decoder and the tree search need. It knows nothing of PDDL.
+//
+// Load returns an *Engine (the native implementation of LM). One goroutine
+// per loaded model owns the KV cache and forms batches; concurrent Eval
+// calls from several goroutines are merged into shared forward passes.
+// Sequences are slots of a fixed pool: NewSequence and Fork return
+// ErrNoSequences when the pool is exhausted, never crash.
+//
+// Subpackages: models/gguf writes random-weight test models; models/gpu
+// reads NVIDIA GPU state through NVML.
 package models
 
 import (
@@ -10,9 +19,32 @@ import (
 	"errors"
 )
 
-// ErrNoSequences is returned when every sequence slot of an engine is in use.
-// Callers can release sequences and retry.
-var ErrNoSequences = errors.New("models: no free sequence slots")
+// Errors callers can test with errors.Is.
+var (
+	// ErrNoSequences is returned when every sequence slot of an engine is in
+	// use. Callers can release sequences and retry.
+	ErrNoSequences = errors.New("models: no free sequence slots")
+	// ErrCacheFull is returned by Eval when the KV cache shared by all
+	// sequences has no room for the batch; the sequences are left as they
+	// were. Callers can release or truncate sequences and retry.
+	ErrCacheFull = errors.New("models: KV cache full")
+	// ErrContextLength is returned by Eval when a sequence would grow past
+	// the context length.
+	ErrContextLength = errors.New("models: sequence exceeds the context length")
+	// ErrUnknownSequence is returned for a SeqID that is not allocated.
+	ErrUnknownSequence = errors.New("models: unknown sequence")
+	// ErrSequenceBusy is returned when a sequence is changed or evaluated
+	// while an evaluation on it is still running.
+	ErrSequenceBusy = errors.New("models: sequence has an evaluation in progress")
+	// ErrNoVision is returned when images are given to a model without a
+	// vision encoder.
+	ErrNoVision = errors.New("models: the model has no vision encoder")
+	// ErrUnsupported is returned for operations the model's cache cannot do
+	// (see Engine.Fork).
+	ErrUnsupported = errors.New("models: operation not supported by this model")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("models: engine closed")
+)
 
 // SeqID identifies a sequence (a KV-cache slot) of an Engine.
 type SeqID int
@@ -21,11 +53,12 @@ type SeqID int
 type Vocab struct {
 	// Text is the decoded bytes of every token id: byte-level BPE symbols and
 	// SentencePiece pieces ("▁" = space, "<0xNN>" = one raw byte) are mapped
-	// to the bytes they stand for. Special/control tokens keep their literal
-	// spelling but are flagged in Special.
+	// to the bytes they stand for. Control tokens keep their literal
+	// spelling; unused ids are empty.
 	Text [][]byte
-	// Special marks control and special tokens (BOS, EOS, chat markup, unused
-	// slots) that never spell plan text.
+	// Special marks control tokens (BOS, EOS, chat markup), the unknown token
+	// and unused slots: they never spell plan text. Added tokens that are not
+	// control tokens (Qwen's "<think>", Gemma's "\n\n") are ordinary text.
 	Special []bool
 	// BOS is the beginning-of-sequence token, or -1.
 	BOS int32
@@ -37,7 +70,8 @@ type Vocab struct {
 type Message struct {
 	Role    string // "system", "user" or "assistant"
 	Content string
-	// Images are PNG or JPEG bytes shown to a vision model with this message.
+	// Images are PNG or JPEG bytes shown to a vision model with this
+	// message, before its text. Models without vision ignore them.
 	Images [][]byte
 }
 
@@ -56,31 +90,62 @@ type Info struct {
 	Family        string // chat family: "qwen3", "llama3", "gemma3", "llama2" or ""
 	ContextLength int    // tokens per sequence
 	VocabSize     int
-	Vision        bool // the model has a vision encoder
+	Vision        bool // the model has a vision encoder (images are model-visible)
+	// Thinking says the chat template has Qwen's thinking switch.
+	Thinking bool
+	// Recurrent says the model keeps recurrent state (Qwen3.5's hybrid
+	// layers): forks share it copy-on-write, and truncating may recompute
+	// tokens (see Engine.Truncate).
+	Recurrent bool
+	Params    int64  // weights
+	Device    string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
+}
+
+// ImageToken returns the placeholder that stands for image n of an
+// EvalRequest's Images in its Tokens. Tokenize turns "[img-n]" tags (as
+// RenderChat writes them for vision models) into these placeholders.
+func ImageToken(n int) int32 { return int32(-1 - n) }
+
+// imageIndex inverts ImageToken.
+func imageIndex(tok int32) (int, bool) {
+	if tok >= 0 {
+		return 0, false
+	}
+	return int(-1 - tok), true
 }
 
 // EvalRequest asks to append Tokens to sequence Seq and return logits.
 type EvalRequest struct {
 	Seq    SeqID
 	Tokens []int32
-	// Images (PNG/JPEG) to insert before Tokens for vision models.
+	// Images (PNG/JPEG) referenced by ImageToken placeholders in Tokens.
+	// Images not referenced by any placeholder are inserted before Tokens,
+	// in order.
 	Images [][]byte
-	// AllLogits returns logits for every new token; otherwise only for the last.
+	// AllLogits returns logits for every new text token; otherwise only for
+	// the last position.
 	AllLogits bool
 }
 
 // EvalResult holds the logits of one EvalRequest: one row of VocabSize
-// floats per requested position.
+// floats per requested position, in order.
 type EvalResult struct {
 	Logits [][]float32
+	// Images is the number of images the model saw (encoded and inserted).
+	Images int
+	// Positions is the number of positions the request added to the
+	// sequence (text tokens plus image embeddings).
+	Positions int
 }
 
 // Stats are an engine's running totals.
 type Stats struct {
-	EvaluatedTokens int64 // tokens computed by forward passes
+	EvaluatedTokens int64 // positions computed by forward passes (warm-up excluded)
 	ModelCalls      int64 // forward passes
+	Images          int64 // images encoded
 	SequencesInUse  int
 	SequenceSlots   int
+	CacheCells      int // KV cells shared by all sequences
 }
 
 // LM is the model interface the rest of nesy uses. Implementations are safe
@@ -89,13 +154,20 @@ type Stats struct {
 type LM interface {
 	Info() Info
 	Vocab() *Vocab
-	// Tokenize encodes text; special-token spellings in text (chat markup) are
-	// recognised when parseSpecial is true. BOS is never added implicitly.
+	// Tokenize encodes text; special-token spellings in text (chat markup)
+	// are recognised when parseSpecial is true (added tokens that are not
+	// control tokens, such as "<think>", always are), and so are "[img-n]"
+	// tags for vision models, which become ImageToken(n). BOS is never added
+	// implicitly.
 	Tokenize(text string, parseSpecial bool) ([]int32, error)
-	// Detokenize decodes ids back to text.
+	// Detokenize decodes ids back to text (the concatenation of their
+	// Vocab.Text, without the space a SentencePiece model prefixes to the
+	// first word).
 	Detokenize(ids []int32) (string, error)
 	// RenderChat renders messages with the model's chat template, ending with
-	// the assistant turn's opening so generation can start.
+	// the assistant turn's opening so generation can start. Images become
+	// "[img-n]" tags (n counts over all messages) for vision models and are
+	// left out otherwise; see ChatImages.
 	RenderChat(msgs []Message, opts ChatOptions) (string, error)
 
 	// NewSequence allocates an empty sequence (ErrNoSequences when full).
@@ -105,14 +177,25 @@ type LM interface {
 	Fork(src SeqID, n int) (SeqID, error)
 	// Truncate drops the cached tokens of seq from position n on.
 	Truncate(seq SeqID, n int) error
-	// Release frees seq.
+	// Release frees seq (after its running evaluation, if any, ends).
 	Release(seq SeqID)
-	// Len returns the number of cached tokens of seq.
+	// Len returns the number of cached positions of seq.
 	Len(seq SeqID) int
-	// Eval runs the requests (each on a different sequence) in as few forward
-	// passes as the batch size allows.
+	// Eval runs the requests (each on a different sequence) in as few
+	// forward passes as the batch size allows. When ctx is cancelled it
+	// returns ctx.Err() and the sequences are left as they were.
 	Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, error)
 
 	Stats() Stats
 	Close() error
+}
+
+// ChatImages returns the images of msgs in the order RenderChat numbers
+// them, for EvalRequest.Images.
+func ChatImages(msgs []Message) [][]byte {
+	var out [][]byte
+	for _, m := range msgs {
+		out = append(out, m.Images...)
+	}
+	return out
 }

@@ -1,0 +1,134 @@
+package models
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Chat families RenderChat knows.
+const (
+	FamilyQwen3  = "qwen3"  // ChatML (Qwen 2/2.5/3/3.5), with Qwen 3's thinking switch
+	FamilyLlama3 = "llama3" // Llama 3 header format
+	FamilyGemma3 = "gemma3" // Gemma turns (user/model)
+	FamilyLlama2 = "llama2" // Llama 2 [INST] format
+)
+
+// chatFamily picks the chat format from the GGUF's Jinja template (the
+// markup it writes) and, without one, from the vocabulary.
+func chatFamily(template string, t *textTokenizer) string {
+	has := func(s string) bool { _, ok := t.added[s]; return ok }
+	switch {
+	case strings.Contains(template, "<|im_start|>"):
+		return FamilyQwen3
+	case strings.Contains(template, "<|start_header_id|>"):
+		return FamilyLlama3
+	case strings.Contains(template, "<start_of_turn>"):
+		return FamilyGemma3
+	case strings.Contains(template, "[INST]"):
+		return FamilyLlama2
+	case template != "":
+		return ""
+	case has("<|im_start|>"):
+		return FamilyQwen3
+	case has("<|start_header_id|>"):
+		return FamilyLlama3
+	case has("<start_of_turn>"):
+		return FamilyGemma3
+	}
+	return ""
+}
+
+// chatRenderer writes chats in one family's format.
+type chatRenderer struct {
+	family   string
+	thinking bool // the template has Qwen 3's enable_thinking switch
+	vision   bool
+	bos, eos string // literal spellings for the formats that write them
+}
+
+// render implements LM.RenderChat. The formats follow the families' own
+// templates for plain (tool-free) chats: a system message is kept as its
+// own turn (ChatML, Llama 3), folded into the first user turn (Gemma 3,
+// Llama 2); contents are trimmed where the template trims them.
+func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) {
+	var sb strings.Builder
+	img := 0
+	content := func(m Message) string {
+		if !r.vision || len(m.Images) == 0 {
+			return m.Content
+		}
+		var b strings.Builder
+		for range m.Images {
+			b.WriteString("[img-" + strconv.Itoa(img) + "]")
+			img++
+		}
+		return b.String() + m.Content
+	}
+	switch r.family {
+	case FamilyQwen3:
+		for _, m := range msgs {
+			c := content(m)
+			if m.Role == "assistant" {
+				// Qwen 3 drops the reasoning of earlier assistant turns.
+				if i := strings.LastIndex(c, "</think>"); i >= 0 {
+					c = strings.TrimLeft(c[i+len("</think>"):], "\n")
+				}
+			}
+			sb.WriteString("<|im_start|>" + m.Role + "\n" + c + "<|im_end|>\n")
+		}
+		sb.WriteString("<|im_start|>assistant\n")
+		if r.thinking && !opts.Think {
+			sb.WriteString("<think>\n\n</think>\n\n")
+		}
+	case FamilyLlama3:
+		sb.WriteString(r.bos)
+		for _, m := range msgs {
+			sb.WriteString("<|start_header_id|>" + m.Role + "<|end_header_id|>\n\n" + strings.TrimSpace(content(m)) + "<|eot_id|>")
+		}
+		sb.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
+	case FamilyGemma3:
+		sb.WriteString(r.bos)
+		prefix := ""
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			prefix = content(msgs[0]) + "\n\n"
+			msgs = msgs[1:]
+		}
+		for i, m := range msgs {
+			role := m.Role
+			if role == "assistant" {
+				role = "model"
+			}
+			sb.WriteString("<start_of_turn>" + role + "\n")
+			if i == 0 {
+				sb.WriteString(prefix)
+			}
+			sb.WriteString(strings.TrimSpace(content(m)) + "<end_of_turn>\n")
+		}
+		sb.WriteString("<start_of_turn>model\n")
+	case FamilyLlama2:
+		system := ""
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			system = content(msgs[0])
+			msgs = msgs[1:]
+		}
+		for i, m := range msgs {
+			c := content(m)
+			switch m.Role {
+			case "user":
+				if i == 0 && system != "" {
+					c = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + c
+				}
+				sb.WriteString(r.bos + "[INST] " + strings.TrimSpace(c) + " [/INST]")
+			case "assistant":
+				sb.WriteString(" " + strings.TrimSpace(c) + " " + r.eos)
+			}
+		}
+	default:
+		// No known template: a plain transcript.
+		for _, m := range msgs {
+			sb.WriteString(m.Role + ": " + content(m) + "\n")
+		}
+		sb.WriteString("assistant:")
+	}
+	return sb.String(), nil
+}

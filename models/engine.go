@@ -1,0 +1,637 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	fsggml "github.com/ollama/ollama/fs/ggml"
+	"github.com/ollama/ollama/kvcache"
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/model"
+	"github.com/ollama/ollama/model/input"
+	_ "github.com/ollama/ollama/model/models" // registers the architectures
+)
+
+// Engine is a model loaded into Ollama's Go engine. It implements LM.
+//
+// One goroutine (loop) owns the forward passes: Eval calls queue jobs and
+// wait; the loop merges the pending jobs' requests into batches of at most
+// BatchSize positions, fairly (every request gets a share of each pass
+// before any gets more), runs them, and hands back the logit rows.
+type Engine struct {
+	info  Info
+	opts  resolved
+	tok   *textTokenizer
+	chat  chatRenderer
+	model model.Model
+	cache kvcache.Cache
+	mm    model.MultimodalProcessor // nil without a vision encoder
+	// checkpoints is set for recurrent caches (Qwen3.5): truncating restores
+	// a checkpoint and recomputes the rest.
+	checkpoints kvcache.CheckpointCache
+
+	wake chan struct{} // nudges the loop (capacity 1)
+	done chan struct{} // closed when the loop exits
+
+	// mu guards everything below, the cache's bookkeeping (StartForward,
+	// CopyPrefix, Remove) and the model's graph building. It is not held
+	// while a forward pass computes.
+	mu     sync.Mutex
+	seqs   []seqState
+	queue  []*job
+	closed bool
+	stats  Stats
+	rr     int // round-robin offset for fair batching
+}
+
+// seqState is one sequence slot.
+type seqState struct {
+	inUse   bool
+	busy    bool // an Eval job holds it
+	release bool // free it when the job ends
+	// hist is the token of every logical position (-1 where the position
+	// came from an image); len(hist) is Len(seq).
+	hist []int32
+	// valid is how many leading positions the cache holds; hist[valid:]
+	// are recomputed before the next request (after truncating a
+	// recurrent model to a point without a checkpoint).
+	valid int
+}
+
+// Load resolves name (a .gguf path or an Ollama model name), loads the
+// weights, reserves the worst-case compute graph, runs a warm-up pass and
+// starts the engine goroutine. ctx bounds the loading only.
+func Load(ctx context.Context, name string, opts Options) (e *Engine, err error) {
+	path, err := Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := readMeta(path)
+	if err != nil {
+		return nil, err
+	}
+	arch := meta.KV().Architecture()
+	o, err := opts.withDefaults(int(meta.KV().ContextLength()))
+	if err != nil {
+		return nil, err
+	}
+	log := o.Logger
+
+	params := ml.BackendParams{AllocMemory: true, NumThreads: o.Threads}
+	device := "CPU"
+	if o.GPULayers != -1 {
+		params.GPULayers, device, err = gpuLayers(path, o, int(meta.KV().BlockCount()))
+		if err != nil {
+			return nil, err
+		}
+	}
+	hasVisionWeights := len(meta.Tensors().Items("v.")) > 0
+	supportsFA := meta.KV().EmbeddingHeadCountK() != 0 && meta.KV().EmbeddingHeadCountK() == meta.KV().EmbeddingHeadCountV()
+	quantized := o.kvType != ml.DTypeF16 && o.kvType != ml.DTypeF32
+	switch o.flash {
+	case ml.FlashAttentionAuto:
+		o.flash = ml.FlashAttentionDisabled
+		if supportsFA && (quantized || params.GPULayers.Sum() > int(meta.KV().BlockCount())) {
+			o.flash = ml.FlashAttentionEnabled
+		}
+	case ml.FlashAttentionEnabled:
+		if !supportsFA {
+			return nil, fmt.Errorf("models: %s: flash attention needs equal key and value head sizes", name)
+		}
+	}
+	if quantized && o.flash != ml.FlashAttentionEnabled {
+		return nil, fmt.Errorf("models: KV cache type %s needs flash attention", o.KVCacheType)
+	}
+	params.FlashAttention = o.flash
+
+	m, err := newModel(path, params)
+	if err != nil {
+		if errors.Is(err, model.ErrUnsupportedModel) {
+			return nil, fmt.Errorf("models: %s: unsupported architecture %q (Ollama's engine v0.17.4 runs llama, qwen2, qwen3, qwen3moe, qwen35, qwen3vl, qwen25vl, gemma3, mistral3, ...): %w", name, arch, err)
+		}
+		return nil, fmt.Errorf("models: %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			m.Backend().Close()
+		}
+	}()
+	if err := m.Backend().Load(ctx, nil); err != nil {
+		return nil, fmt.Errorf("models: loading %s: %w", name, err)
+	}
+	cache := m.Config().Cache
+	if cache == nil {
+		return nil, fmt.Errorf("models: %s: architecture %q has no KV cache (embedding models are not supported)", name, arch)
+	}
+	mm, isMM := m.(model.MultimodalProcessor)
+	vision := isMM && hasVisionWeights
+	if !vision {
+		mm = nil
+	}
+	tok, err := newTextTokenizer(m.Backend().Config(), vision)
+	if err != nil {
+		return nil, fmt.Errorf("models: %s: %w", name, err)
+	}
+	template := m.Backend().Config().String("tokenizer.chat_template")
+	e = &Engine{
+		opts:  o,
+		tok:   tok,
+		model: m,
+		cache: cache,
+		mm:    mm,
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		seqs:  make([]seqState, o.Sequences),
+	}
+	e.chat = chatRenderer{
+		family:   chatFamily(template, tok),
+		thinking: strings.Contains(template, "enable_thinking"),
+		vision:   vision,
+	}
+	if tok.vocab.BOS >= 0 {
+		e.chat.bos = string(tok.vocab.Text[tok.vocab.BOS])
+	}
+	if len(tok.vocab.EOS) > 0 {
+		e.chat.eos = string(tok.vocab.Text[tok.vocab.EOS[0]])
+	}
+	if e.chat.bos == "" {
+		// Families whose templates write BOS into the text.
+		for _, s := range []string{"<|begin_of_text|>", "<bos>", "<s>"} {
+			if a, ok := tok.added[s]; ok && a.control {
+				e.chat.bos = s
+				break
+			}
+		}
+	}
+	if cc, ok := cache.(kvcache.CheckpointCache); ok {
+		e.checkpoints = cc
+	}
+	e.stats.SequenceSlots = o.Sequences
+	e.stats.CacheCells = o.cacheCaps * o.Sequences
+	var params64 int64
+	for _, t := range meta.Tensors().Items() {
+		params64 += int64(t.Elements())
+	}
+	e.info = Info{
+		Name: name, Path: path, Arch: arch, Family: e.chat.family,
+		ContextLength: o.ContextLength, VocabSize: tok.vocabSize, Vision: vision,
+		Thinking: e.chat.thinking, Recurrent: e.checkpoints != nil, Params: params64, Device: device,
+	}
+
+	if err := initCache(cache, m.Backend(), o); err != nil {
+		return nil, fmt.Errorf("models: %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			cache.Close()
+		}
+	}()
+	if err := e.reserve(); err != nil {
+		return nil, fmt.Errorf("models: %s: reserving the compute graph: %w", name, err)
+	}
+	if err := e.warmup(); err != nil {
+		return nil, fmt.Errorf("models: %s: warm-up: %w", name, err)
+	}
+	log.Info("model loaded", "model", name, "arch", arch, "family", e.info.Family, "device", device,
+		"threads", o.Threads, "batch", o.BatchSize, "ctx", o.ContextLength, "cache_cells", e.stats.CacheCells,
+		"sequences", o.Sequences, "kv_cache", o.KVCacheType, "flash_attention", o.flash == ml.FlashAttentionEnabled,
+		"vision", vision)
+	go e.loop()
+	return e, nil
+}
+
+// readMeta reads a GGUF's metadata and tensor list (large arrays skipped).
+func readMeta(path string) (*fsggml.GGML, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	defer f.Close()
+	meta, err := fsggml.Decode(f, 0)
+	if err != nil {
+		return nil, fmt.Errorf("models: %s: reading GGUF metadata: %w", path, err)
+	}
+	return meta, nil
+}
+
+// newModel wraps model.New, turning the engine's panics (malformed
+// tensors, out of memory) into errors.
+func newModel(path string, params ml.BackendParams) (m model.Model, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	return model.New(path, params)
+}
+
+func initCache(c kvcache.Cache, b ml.Backend, o resolved) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	c.Init(b, o.kvType, o.Sequences, o.cacheCaps, o.BatchSize)
+	return nil
+}
+
+func panicError(r any) error {
+	if err, ok := r.(error); ok {
+		return fmt.Errorf("engine failure: %w", err)
+	}
+	return fmt.Errorf("engine failure: %v", r)
+}
+
+// gpuLayers assigns the last o.GPULayers layers (all when 0) to the GPUs
+// ggml found, split evenly in device order. Without GPUs it returns an
+// empty list (everything on the CPU).
+func gpuLayers(path string, o resolved, blocks int) (ml.GPULayersList, string, error) {
+	if len(SystemInfo().GPUs()) == 0 {
+		return nil, "CPU", nil
+	}
+	b, err := probeBackend(path, o.Threads)
+	if err != nil {
+		return nil, "", err
+	}
+	devs := b.BackendDevices()
+	b.Close()
+	if len(devs) == 0 {
+		return nil, "CPU", nil
+	}
+	n := blocks + 1
+	if o.GPULayers > 0 {
+		n = min(o.GPULayers, blocks+1)
+	}
+	layers := make([]int, 0, n)
+	for l := blocks + 1 - n; l <= blocks; l++ {
+		layers = append(layers, l)
+	}
+	var list ml.GPULayersList
+	var names []string
+	per := (len(layers) + len(devs) - 1) / len(devs)
+	for i, d := range devs {
+		lo, hi := min(i*per, len(layers)), min((i+1)*per, len(layers))
+		if lo == hi {
+			break
+		}
+		list = append(list, ml.GPULayers{DeviceID: d.DeviceID, Layers: slices.Clone(layers[lo:hi])})
+		names = append(names, fmt.Sprintf("%s %s (%d/%d layers)", d.Library, d.Name, hi-lo, blocks+1))
+	}
+	return list, strings.Join(names, ", "), nil
+}
+
+func probeBackend(path string, threads int) (b ml.Backend, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	return ml.NewBackend(path, ml.BackendParams{AllocMemory: false, NumThreads: threads})
+}
+
+// Info implements LM.
+func (e *Engine) Info() Info { return e.info }
+
+// Vocab implements LM. The returned vocabulary is shared: do not modify it.
+func (e *Engine) Vocab() *Vocab { return e.tok.vocab }
+
+// Tokenize implements LM.
+func (e *Engine) Tokenize(text string, parseSpecial bool) ([]int32, error) {
+	return e.tok.Tokenize(text, parseSpecial)
+}
+
+// Detokenize implements LM.
+func (e *Engine) Detokenize(ids []int32) (string, error) { return e.tok.Detokenize(ids) }
+
+// RenderChat implements LM.
+func (e *Engine) RenderChat(msgs []Message, opts ChatOptions) (string, error) {
+	return e.chat.render(msgs, opts)
+}
+
+// SystemInfo returns the ggml backends and devices (see SystemInfo).
+func (e *Engine) SystemInfo() System { return SystemInfo() }
+
+// NewSequence implements LM.
+func (e *Engine) NewSequence() (SeqID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, ErrClosed
+	}
+	return e.allocLocked()
+}
+
+func (e *Engine) allocLocked() (SeqID, error) {
+	for i := range e.seqs {
+		if !e.seqs[i].inUse {
+			e.seqs[i] = seqState{inUse: true}
+			e.stats.SequencesInUse++
+			return SeqID(i), nil
+		}
+	}
+	return 0, ErrNoSequences
+}
+
+func (e *Engine) seqLocked(id SeqID) (*seqState, error) {
+	if id < 0 || int(id) >= len(e.seqs) || !e.seqs[id].inUse || e.seqs[id].release {
+		return nil, fmt.Errorf("%w %d", ErrUnknownSequence, id)
+	}
+	return &e.seqs[id], nil
+}
+
+// Fork implements LM: the new sequence shares the first n positions of src
+// in the cache. For recurrent models n below Len(src) restores the nearest
+// checkpoint and recomputes the rest on the next Eval.
+func (e *Engine) Fork(src SeqID, n int) (SeqID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, ErrClosed
+	}
+	s, err := e.seqLocked(src)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || n > len(s.hist) {
+		return 0, fmt.Errorf("models: fork of sequence %d at %d: it holds %d positions", src, n, len(s.hist))
+	}
+	if s.busy && e.checkpoints != nil {
+		return 0, fmt.Errorf("%w (fork of %d)", ErrSequenceBusy, src)
+	}
+	id, err := e.allocLocked()
+	if err != nil {
+		return 0, err
+	}
+	d := &e.seqs[id]
+	d.hist = slices.Clone(s.hist[:n])
+	if e.checkpoints == nil {
+		keep := min(n, s.valid)
+		e.cache.CopyPrefix(int(src), int(id), int32(keep))
+		d.valid = keep
+		return id, nil
+	}
+	e.cache.CopyPrefix(int(src), int(id), int32(s.valid))
+	d.valid = s.valid
+	if err := e.truncateCacheLocked(id, n); err != nil {
+		e.freeLocked(id)
+		return 0, err
+	}
+	return id, nil
+}
+
+// Truncate implements LM.
+func (e *Engine) Truncate(seq SeqID, n int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	s, err := e.seqLocked(seq)
+	if err != nil {
+		return err
+	}
+	if s.busy {
+		return fmt.Errorf("%w (truncate of %d)", ErrSequenceBusy, seq)
+	}
+	if n < 0 {
+		return fmt.Errorf("models: truncate of sequence %d to %d", seq, n)
+	}
+	if n >= len(s.hist) {
+		return nil
+	}
+	return e.truncateLocked(seq, n)
+}
+
+// truncateLocked cuts the sequence's history and cache to n positions.
+func (e *Engine) truncateLocked(seq SeqID, n int) error {
+	s := &e.seqs[seq]
+	s.hist = s.hist[:n]
+	return e.truncateCacheLocked(seq, n)
+}
+
+// truncateCacheLocked makes the cache hold at most n positions of seq,
+// leaving hist[valid:] to recompute when a recurrent model has no
+// checkpoint at n.
+func (e *Engine) truncateCacheLocked(seq SeqID, n int) error {
+	s := &e.seqs[seq]
+	if s.valid <= n {
+		return nil
+	}
+	if e.checkpoints == nil {
+		if err := e.cache.Remove(int(seq), int32(n), math.MaxInt32); err != nil {
+			return fmt.Errorf("models: truncate of sequence %d: %w", seq, err)
+		}
+		s.valid = n
+		return nil
+	}
+	keep := int32(0)
+	if n > 0 {
+		if r, ok := e.checkpoints.PrepareRestore(int(seq), int32(n)); ok {
+			keep = r
+		}
+	}
+	if err := e.cache.Remove(int(seq), keep, math.MaxInt32); err != nil {
+		keep = 0
+		if err := e.cache.Remove(int(seq), 0, math.MaxInt32); err != nil {
+			return fmt.Errorf("models: truncate of sequence %d: %w", seq, err)
+		}
+	}
+	s.valid = int(keep)
+	return nil
+}
+
+// Release implements LM.
+func (e *Engine) Release(seq SeqID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if seq < 0 || int(seq) >= len(e.seqs) || !e.seqs[seq].inUse {
+		return
+	}
+	if e.seqs[seq].busy {
+		e.seqs[seq].release = true
+		return
+	}
+	e.freeLocked(seq)
+}
+
+func (e *Engine) freeLocked(seq SeqID) {
+	if !e.closed {
+		// Removing a whole sequence never fails for the engine's caches;
+		// if it did, the slot's cells would stay allocated until reuse.
+		_ = e.cache.Remove(int(seq), 0, math.MaxInt32)
+	}
+	e.seqs[seq] = seqState{}
+	e.stats.SequencesInUse--
+}
+
+// Len implements LM; unknown sequences have length 0.
+func (e *Engine) Len(seq SeqID) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, err := e.seqLocked(seq)
+	if err != nil {
+		return 0
+	}
+	return len(s.hist)
+}
+
+// Stats implements LM.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// Close stops the engine (pending Eval calls fail with ErrClosed) and
+// frees the model. It is safe to call more than once.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.nudge()
+	<-e.done
+	e.cache.Close()
+	e.model.Backend().Close()
+	return nil
+}
+
+func (e *Engine) nudge() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Eval implements LM.
+func (e *Engine) Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j := &job{ctx: ctx, done: make(chan struct{})}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	for i, r := range reqs {
+		if err := e.checkLocked(reqs, i); err != nil {
+			e.mu.Unlock()
+			return nil, err
+		}
+		j.reqs = append(j.reqs, &reqState{job: j, req: r})
+	}
+	for _, r := range reqs {
+		e.seqs[r.Seq].busy = true
+	}
+	j.pending = len(j.reqs)
+	e.queue = append(e.queue, j)
+	e.mu.Unlock()
+	e.nudge()
+
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		e.nudge()
+		<-j.done
+	}
+	if j.err != nil {
+		return nil, j.err
+	}
+	out := make([]EvalResult, len(j.reqs))
+	for i, r := range j.reqs {
+		out[i] = EvalResult{Logits: r.logits, Images: r.images, Positions: len(r.inputs) - r.pre}
+	}
+	return out, nil
+}
+
+// checkLocked validates request i of an Eval call.
+func (e *Engine) checkLocked(reqs []EvalRequest, i int) error {
+	r := reqs[i]
+	s, err := e.seqLocked(r.Seq)
+	if err != nil {
+		return err
+	}
+	if s.busy {
+		return fmt.Errorf("%w (eval on %d)", ErrSequenceBusy, r.Seq)
+	}
+	for _, o := range reqs[:i] {
+		if o.Seq == r.Seq {
+			return fmt.Errorf("models: eval: sequence %d appears in two requests", r.Seq)
+		}
+	}
+	if len(r.Images) > 0 && e.mm == nil {
+		return fmt.Errorf("%w (%s)", ErrNoVision, e.info.Name)
+	}
+	for _, t := range r.Tokens {
+		if n, ok := imageIndex(t); ok {
+			if e.mm == nil {
+				return fmt.Errorf("%w (%s)", ErrNoVision, e.info.Name)
+			}
+			if n >= len(r.Images) {
+				return fmt.Errorf("models: eval: image placeholder %d but only %d images", n, len(r.Images))
+			}
+		} else if int(t) >= e.tok.vocabSize {
+			return fmt.Errorf("models: eval: token id %d outside the vocabulary (%d tokens)", t, e.tok.vocabSize)
+		}
+	}
+	if len(r.Tokens) == 0 && len(r.Images) == 0 {
+		return fmt.Errorf("models: eval: request on sequence %d has no tokens", r.Seq)
+	}
+	if len(s.hist)+len(r.Tokens) > e.opts.ContextLength {
+		return fmt.Errorf("%w: sequence %d holds %d positions, %d more requested, limit %d",
+			ErrContextLength, r.Seq, len(s.hist), len(r.Tokens), e.opts.ContextLength)
+	}
+	return nil
+}
+
+// job is one Eval call.
+type job struct {
+	ctx     context.Context
+	reqs    []*reqState
+	pending int   // requests not finished
+	err     error // set before done is closed
+	done    chan struct{}
+	started bool // inputs prepared
+}
+
+// reqState is one request's progress.
+type reqState struct {
+	job *job
+	req EvalRequest
+	// inputs are the positions to compute: the sequence's pending
+	// recomputation (pre of them) and the request's own.
+	inputs []*input.Input
+	pre    int
+	// text marks inputs that are the request's own text tokens (rows for
+	// AllLogits).
+	text   []bool
+	next   int // inputs computed
+	start  int // Len(seq) before the request
+	images int
+	logits [][]float32
+	mm     *mmStore
+}
+
+func (r *reqState) finished() bool { return r.inputs != nil && r.next == len(r.inputs) }
+
+// wantsRow says whether input i yields a logit row.
+func (r *reqState) wantsRow(i int) bool {
+	if i == len(r.inputs)-1 {
+		return true
+	}
+	return r.req.AllLogits && i >= r.pre && r.text[i]
+}

@@ -1,0 +1,156 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+
+	fsggml "github.com/ollama/ollama/fs/ggml"
+)
+
+// logitStd is the standard deviation the output projection aims for: the
+// final RMS norm makes hidden states unit-scale, so logits spread over a
+// few units, like a real model's, instead of collapsing to a uniform
+// distribution.
+const logitStd = 3.0
+
+// tensors lists the model's tensors with their generators. Shapes follow
+// GGUF order (innermost dimension first).
+func (s Spec) tensors() []*fsggml.Tensor {
+	vocab := len(s.Tokenizer.Tokens)
+	q := s.Heads * s.HeadDim
+	kvDim := s.KVHeads * s.HeadDim
+	wt := s.DType
+	var ts []*fsggml.Tensor
+	add := func(name string, kind DType, std float64, mean float32, shape ...int) {
+		sh := make([]uint64, len(shape))
+		for i, d := range shape {
+			sh[i] = uint64(d)
+		}
+		ts = append(ts, &fsggml.Tensor{
+			Name:     name,
+			Kind:     uint32(fileType(kind)),
+			Shape:    sh,
+			WriterTo: &randomTensor{seed: s.Seed, name: name, kind: kind, std: std, mean: mean, n: product(shape)},
+		})
+	}
+	lin := func(fanIn int) float64 { return s.WeightScale / math.Sqrt(float64(fanIn)) }
+
+	add("token_embd.weight", wt, 1, 0, s.Embd, vocab)
+	add("output_norm.weight", F32, 0, 1, s.Embd)
+	if !s.TiedOutput {
+		add("output.weight", wt, logitStd/math.Sqrt(float64(s.Embd)), 0, s.Embd, vocab)
+	}
+	for i := range s.Layers {
+		p := "blk." + strconv.Itoa(i) + "."
+		add(p+"attn_norm.weight", F32, 0, 1, s.Embd)
+		add(p+"attn_q.weight", wt, lin(s.Embd), 0, s.Embd, q)
+		add(p+"attn_k.weight", wt, lin(s.Embd), 0, s.Embd, kvDim)
+		add(p+"attn_v.weight", wt, lin(s.Embd), 0, s.Embd, kvDim)
+		add(p+"attn_output.weight", wt, lin(q), 0, q, s.Embd)
+		if s.Arch == ArchQwen3 {
+			add(p+"attn_q_norm.weight", F32, 0, 1, s.HeadDim)
+			add(p+"attn_k_norm.weight", F32, 0, 1, s.HeadDim)
+		}
+		add(p+"ffn_norm.weight", F32, 0, 1, s.Embd)
+		add(p+"ffn_gate.weight", wt, lin(s.Embd), 0, s.Embd, s.FFN)
+		add(p+"ffn_up.weight", wt, lin(s.Embd), 0, s.Embd, s.FFN)
+		add(p+"ffn_down.weight", wt, lin(s.FFN), 0, s.FFN, s.Embd)
+	}
+	return ts
+}
+
+func product(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// randomTensor writes n values drawn from N(mean, std²) by a generator
+// seeded with the model seed and the tensor name, so every tensor is
+// reproducible on its own and tensors can be written in parallel.
+type randomTensor struct {
+	seed uint64
+	name string
+	kind DType
+	std  float64
+	mean float32
+	n    int
+}
+
+func (r *randomTensor) WriteTo(w io.Writer) (int64, error) {
+	h := fnv.New64a()
+	h.Write([]byte(r.name))
+	rng := rand.New(rand.NewPCG(r.seed, h.Sum64()))
+	size := 4
+	if r.kind == F16 {
+		size = 2
+	}
+	buf := make([]byte, 0, 64<<10)
+	var total int64
+	for i := 0; i < r.n; i++ {
+		v := r.mean
+		if r.std != 0 {
+			v += float32(rng.NormFloat64() * r.std)
+		}
+		if size == 4 {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		} else {
+			buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(v))
+		}
+		if len(buf)+size > cap(buf) {
+			n, err := w.Write(buf)
+			total += int64(n)
+			if err != nil {
+				return total, err
+			}
+			buf = buf[:0]
+		}
+	}
+	n, err := w.Write(buf)
+	total += int64(n)
+	return total, err
+}
+
+// f32ToF16 converts to IEEE half precision, rounding to nearest even.
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff == 0:
+		return sign
+	case int32(b>>23&0xff) == 0xff: // Inf or NaN
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp >= 0x1f:
+		return sign | 0x7c00
+	case exp <= 0:
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - exp)
+		half := uint32(1) << (shift - 1)
+		r := mant >> shift
+		rem := mant & (1<<shift - 1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++ // may carry into the exponent, which is the correct rounding
+	}
+	return sign | uint16(r)
+}

@@ -1,0 +1,474 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ollama/ollama/kvcache"
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/model/input"
+)
+
+// loop is the engine goroutine: it owns forward passes.
+func (e *Engine) loop() {
+	defer close(e.done)
+	var active []*job
+	for {
+		e.mu.Lock()
+		if e.closed {
+			for _, j := range append(active, e.queue...) {
+				e.finishLocked(j, ErrClosed)
+			}
+			e.queue = nil
+			e.mu.Unlock()
+			return
+		}
+		if len(active) == 0 && len(e.queue) == 0 {
+			e.mu.Unlock()
+			<-e.wake
+			continue
+		}
+		if len(active) == 0 && e.opts.MergeWindow > 0 && !e.opts.NoMerge {
+			// Collection window: let concurrent callers join this pass.
+			e.mu.Unlock()
+			time.Sleep(e.opts.MergeWindow)
+			e.mu.Lock()
+		}
+		switch {
+		case e.opts.NoMerge && len(active) == 0:
+			active = append(active, e.queue[0])
+			e.queue = e.queue[1:]
+		case !e.opts.NoMerge:
+			active = append(active, e.queue...)
+			e.queue = nil
+		}
+		// Drop cancelled jobs, prepare new ones.
+		active = slices.DeleteFunc(active, func(j *job) bool {
+			if err := j.ctx.Err(); err != nil {
+				e.finishLocked(j, err)
+				return true
+			}
+			if !j.started {
+				j.started = true
+				if err := e.prepareLocked(j); err != nil {
+					e.finishLocked(j, err)
+					return true
+				}
+			}
+			return false
+		})
+		if len(active) == 0 {
+			e.mu.Unlock()
+			continue
+		}
+		b, err := e.buildLocked(active)
+		if err != nil {
+			// The batch could not be placed (cache full) or the graph not
+			// built: fail the jobs it held, leave the others.
+			for _, j := range b.jobs() {
+				e.finishLocked(j, err)
+			}
+			active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil })
+			e.mu.Unlock()
+			continue
+		}
+		e.mu.Unlock()
+
+		rows, err := b.compute()
+
+		e.mu.Lock()
+		if err != nil {
+			for _, j := range b.jobs() {
+				e.finishLocked(j, err)
+			}
+		} else {
+			e.commitLocked(b, rows)
+		}
+		active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil || j.pending == 0 })
+		e.mu.Unlock()
+	}
+}
+
+// finishLocked ends a job: on error its requests' sequences are cut back to
+// where they were; on success its results stay. Either way the sequences
+// are free again (and released if Release came meanwhile).
+func (e *Engine) finishLocked(j *job, err error) {
+	select {
+	case <-j.done:
+		return
+	default:
+	}
+	j.err = err
+	for _, r := range j.reqs {
+		id := r.req.Seq
+		s := &e.seqs[id]
+		if err != nil && r.inputs != nil && !e.closed && len(s.hist) > r.start {
+			if terr := e.truncateLocked(id, r.start); terr != nil {
+				j.err = errors.Join(err, terr)
+			}
+		}
+		r.mm.close()
+		s.busy = false
+		if s.release {
+			e.freeLocked(id)
+		}
+	}
+	close(j.done)
+}
+
+// prepareLocked turns a job's requests into inputs: pending recomputation,
+// images (encoded now) and tokens.
+func (e *Engine) prepareLocked(j *job) error {
+	for _, r := range j.reqs {
+		s := &e.seqs[r.req.Seq]
+		r.start = len(s.hist)
+		var inputs []*input.Input
+		for _, t := range s.hist[s.valid:] {
+			if t < 0 {
+				return fmt.Errorf("%w: sequence %d must recompute an image position after truncation", ErrUnsupported, r.req.Seq)
+			}
+			inputs = append(inputs, &input.Input{Token: t})
+		}
+		r.pre = len(inputs)
+		own, text, images, err := e.requestInputs(r)
+		if err != nil {
+			r.mm.close()
+			return err
+		}
+		r.images = images
+		inputs = append(inputs, own...)
+		r.text = append(make([]bool, r.pre), text...)
+		if n := len(s.hist) + len(own); n > e.opts.ContextLength {
+			r.mm.close()
+			return fmt.Errorf("%w: sequence %d would hold %d positions, limit %d", ErrContextLength, r.req.Seq, n, e.opts.ContextLength)
+		}
+		r.inputs = inputs
+	}
+	return nil
+}
+
+// batch is one forward pass being built or run.
+type batch struct {
+	e      *Engine
+	ctx    ml.Context
+	out    ml.Tensor
+	parts  []batchPart
+	nRows  int
+	dummy  bool // one extra output row nobody asked for
+	nInput int
+}
+
+type batchPart struct {
+	r     *reqState
+	from  int // first input
+	n     int // inputs
+	rows  []int
+	first int // index of the part's first row in the output
+}
+
+func (b *batch) jobs() []*job {
+	var out []*job
+	for _, p := range b.parts {
+		if !slices.Contains(out, p.r.job) {
+			out = append(out, p.r.job)
+		}
+	}
+	return out
+}
+
+// span returns how many inputs of r starting at from may join a batch with
+// room positions and rowRoom logit rows: inputs that must share a batch
+// (an image and its placeholders) are not split, except that an empty
+// batch takes such a group even when it is larger than the room.
+func span(r *reqState, from, room, rowRoom int, empty bool) int {
+	n, rows := 0, 0
+	for i := from; i < len(r.inputs); {
+		group := 1 + r.inputs[i].SameBatch
+		group = min(group, len(r.inputs)-i)
+		gRows := 0
+		for k := i; k < i+group; k++ {
+			if r.wantsRow(k) {
+				gRows++
+			}
+		}
+		if n+group > room || rows+gRows > rowRoom {
+			if n == 0 && empty {
+				n, rows = group, gRows
+			}
+			break
+		}
+		n += group
+		rows += gRows
+		i += group
+	}
+	return n
+}
+
+// buildLocked picks the next batch from the active jobs and builds its
+// graph. Fairness: every unfinished request first gets up to an equal
+// share of the batch, in round-robin order; what is left goes to the
+// requests in the same order.
+func (e *Engine) buildLocked(active []*job) (*batch, error) {
+	var rs []*reqState
+	for _, j := range active {
+		for _, r := range j.reqs {
+			if !r.finished() {
+				rs = append(rs, r)
+			}
+		}
+	}
+	b := &batch{e: e}
+	if len(rs) == 0 {
+		return b, nil
+	}
+	e.rr = (e.rr + 1) % len(rs)
+	order := append(slices.Clone(rs[e.rr:]), rs[:e.rr]...)
+	take := make(map[*reqState]int, len(order))
+	room, rowRoom := e.opts.BatchSize, e.opts.MaxLogits
+	share := max(1, room/len(order))
+	rowCount := func(r *reqState, from, n int) int {
+		c := 0
+		for i := from; i < from+n; i++ {
+			if r.wantsRow(i) {
+				c++
+			}
+		}
+		return c
+	}
+	used := 0
+	for pass := 0; pass < 2 && room > 0; pass++ {
+		for _, r := range order {
+			if room == 0 {
+				break
+			}
+			from := r.next + take[r]
+			limit := room
+			if pass == 0 {
+				limit = min(share, room)
+			}
+			n := span(r, from, limit, rowRoom, used == 0)
+			if n == 0 {
+				continue
+			}
+			take[r] += n
+			rowRoom -= rowCount(r, from, n)
+			room = max(0, room-n)
+			used += n
+		}
+	}
+
+	ctx := e.model.Backend().NewContext()
+	b.ctx = ctx
+	var ib input.Batch
+	var tokens, outputs []int32
+	for _, r := range rs {
+		n := take[r]
+		if n == 0 {
+			continue
+		}
+		s := &e.seqs[r.req.Seq]
+		p := batchPart{r: r, from: r.next, n: n, first: len(outputs)}
+		for k := 0; k < n; k++ {
+			i := r.next + k
+			in := r.inputs[i]
+			tokens = append(tokens, in.Token)
+			if in.Multimodal != nil {
+				mm, err := r.mm.tensors(ctx, in.Multimodal)
+				if err != nil {
+					ctx.Close()
+					return b, err
+				}
+				ib.Multimodal = append(ib.Multimodal, input.MultimodalIndex{Index: len(tokens) - 1, Multimodal: mm})
+			}
+			ib.Positions = append(ib.Positions, int32(s.valid+k))
+			ib.Sequences = append(ib.Sequences, int(r.req.Seq))
+			if r.wantsRow(i) {
+				p.rows = append(p.rows, i)
+				outputs = append(outputs, int32(len(tokens)-1))
+			}
+		}
+		b.parts = append(b.parts, p)
+	}
+	if len(outputs) == 0 {
+		outputs = append(outputs, int32(len(tokens)-1))
+		b.dummy = true
+	}
+	b.nRows = len(outputs)
+	b.nInput = len(tokens)
+	ib.Inputs = ctx.Input().FromInts(tokens, len(tokens))
+	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
+	if err := e.forward(ctx, ib, b); err != nil {
+		ctx.Close()
+		return b, err
+	}
+	return b, nil
+}
+
+// forward places the batch in the cache and builds the graph.
+func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	if err := e.cache.StartForward(ctx, ib, false); err != nil {
+		if errors.Is(err, kvcache.ErrKvCacheFull) {
+			return fmt.Errorf("%w (%d cells; release or truncate sequences): %v", ErrCacheFull, e.stats.CacheCells, err)
+		}
+		return err
+	}
+	t, err := e.model.Forward(ctx, ib)
+	if err != nil {
+		return err
+	}
+	ctx.SetBatchSize(len(ib.Positions))
+	ctx.Forward(t)
+	b.out = t
+	return nil
+}
+
+// compute runs the pass and returns its logit rows (without the engine
+// lock: other goroutines may fork, release or queue meanwhile).
+func (b *batch) compute() (rows []float32, err error) {
+	defer b.ctx.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	b.ctx.Compute(b.out)
+	return b.out.Floats(), nil
+}
+
+// commitLocked records a computed batch: sequence lengths, histories,
+// logit rows, finished jobs.
+func (e *Engine) commitLocked(b *batch, rows []float32) {
+	vocab := e.tok.vocabSize
+	if b.nRows > 0 {
+		vocab = len(rows) / b.nRows
+	}
+	e.stats.ModelCalls++
+	e.stats.EvaluatedTokens += int64(b.nInput)
+	for _, p := range b.parts {
+		r := p.r
+		s := &e.seqs[r.req.Seq]
+		for k := 0; k < p.n; k++ {
+			i := p.from + k
+			if i >= r.pre {
+				t := r.inputs[i].Token
+				if r.images > 0 {
+					t = -1 // image prompts are not recomputable
+				}
+				s.hist = append(s.hist, t)
+			}
+		}
+		s.valid += p.n
+		for k := range p.rows {
+			row := p.first + k
+			r.logits = append(r.logits, slices.Clone(rows[row*vocab:(row+1)*vocab]))
+		}
+		r.next += p.n
+		if r.finished() {
+			r.job.pending--
+			if r.job.pending == 0 {
+				e.finishLocked(r.job, nil)
+			}
+		}
+	}
+}
+
+// reserve allocates the worst-case graphs (a full batch with MaxLogits
+// rows, with an image for vision models, then a single token) so later
+// passes never allocate, as Ollama's runner does.
+func (e *Engine) reserve() error {
+	if err := e.reserveGraph(e.opts.BatchSize, e.opts.MaxLogits, true); err != nil {
+		return err
+	}
+	return e.reserveGraph(1, 1, false)
+}
+
+func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	ctx := e.model.Backend().NewContext()
+	defer ctx.Close()
+	inputs := make([]*input.Input, n)
+	for i := range inputs {
+		inputs[i] = &input.Input{}
+	}
+	var store *mmStore
+	if image && e.mm != nil {
+		store = newMMStore(e.model.Backend())
+		defer store.close()
+		if in, ok := store.reserveImage(e.mm, n); ok {
+			inputs = in
+		}
+	}
+	var ib input.Batch
+	toks := make([]int32, len(inputs))
+	ib.Positions = make([]int32, len(inputs))
+	ib.Sequences = make([]int, len(inputs))
+	for i, in := range inputs {
+		toks[i] = in.Token
+		ib.Positions[i] = int32(i)
+		if in.Multimodal != nil {
+			mm, err := store.tensors(ctx, in.Multimodal)
+			if err != nil {
+				return err
+			}
+			ib.Multimodal = append(ib.Multimodal, input.MultimodalIndex{Index: i, Multimodal: mm})
+		}
+	}
+	ib.Inputs = ctx.Input().FromInts(toks, len(toks))
+	ib.Outputs = ctx.Input().Empty(ml.DTypeI32, rows)
+	if err := e.cache.StartForward(ctx, ib, true); err != nil {
+		return err
+	}
+	t, err := e.model.Forward(ctx, ib)
+	if err != nil {
+		return err
+	}
+	ctx.SetBatchSize(len(inputs))
+	ctx.Forward(t).Reserve()
+	return nil
+}
+
+// warmup runs one real pass on a scratch sequence and removes it, so the
+// first request does not pay for first-use costs (thread start, buffer
+// placement). It is not counted in Stats.
+func (e *Engine) warmup() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id, err := e.allocLocked()
+	if err != nil {
+		return err
+	}
+	defer e.freeLocked(id)
+	j := &job{ctx: nil, done: make(chan struct{}), started: true}
+	toks := make([]int32, min(8, e.opts.BatchSize))
+	if e.tok.vocab.BOS >= 0 {
+		toks[0] = e.tok.vocab.BOS
+	}
+	r := &reqState{job: j, req: EvalRequest{Seq: id, Tokens: toks}}
+	for _, t := range toks {
+		r.inputs = append(r.inputs, &input.Input{Token: t})
+	}
+	r.text = make([]bool, len(toks))
+	j.reqs, j.pending = []*reqState{r}, 1
+	e.seqs[id].busy = true
+	b, err := e.buildLocked([]*job{j})
+	if err != nil {
+		return err
+	}
+	if _, err := b.compute(); err != nil {
+		return err
+	}
+	e.seqs[id].busy = false
+	e.seqs[id].valid = len(toks)
+	return nil
+}

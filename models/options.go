@@ -1,0 +1,123 @@
+package models
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/ollama/ollama/ml"
+)
+
+// Options configure Load. The zero value of every field is a usable
+// default.
+type Options struct {
+	// Threads is the number of CPU threads ggml uses; 0 means
+	// runtime.NumCPU().
+	Threads int
+	// BatchSize is the most positions one forward pass computes (prompt
+	// chunks and merged requests share it); 0 means 512.
+	BatchSize int
+	// ContextLength is the most positions one sequence may hold; 0 means the
+	// model's trained context length, capped at 8192.
+	ContextLength int
+	// CacheSize is the number of KV-cache cells all sequences share (forks
+	// share their common prefix, so many forks of one long prompt fit); 0
+	// means 2*ContextLength. It is raised to BatchSize if smaller.
+	CacheSize int
+	// Sequences is the number of sequence slots; 0 means 32.
+	Sequences int
+	// KVCacheType is "f16" (default), "f32", "q8_0" or "q4_0". Quantized
+	// caches need flash attention (turned on by FlashAttention "auto").
+	KVCacheType string
+	// FlashAttention is "auto" (default: on when every layer runs on a GPU
+	// that supports it, or when the KV cache is quantized), "on" or "off".
+	FlashAttention string
+	// GPULayers is the number of layers (the output layer counts as one)
+	// to run on GPUs, taken from the end of the network: 0 means all of them
+	// when ggml found a GPU backend (see docs/gpu.md), -1 means none.
+	GPULayers int
+	// MaxLogits bounds the logit rows one forward pass returns (the output
+	// buffer is reserved for this many); 0 means max(Sequences, 64).
+	// Requests asking for more rows are split over several passes.
+	MaxLogits int
+	// NoMerge disables merging concurrent Eval calls: each call runs alone
+	// (its own requests still share passes). For comparisons.
+	NoMerge bool
+	// MergeWindow is how long an idle engine waits after the first Eval
+	// arrives for others to join the same forward pass; 0 means no wait
+	// (whatever is pending when the engine is free is merged).
+	MergeWindow time.Duration
+	// Logger receives load and engine messages; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// resolved are Options with defaults applied, in engine terms.
+type resolved struct {
+	Options
+	kvType    ml.DType
+	flash     ml.FlashAttentionType
+	cacheCaps int // capacity argument of kvcache.Init (cells per sequence slot)
+}
+
+func (o Options) withDefaults(trainedCtx int) (resolved, error) {
+	r := resolved{Options: o}
+	if r.Threads <= 0 {
+		r.Threads = runtime.NumCPU()
+	}
+	if r.BatchSize <= 0 {
+		r.BatchSize = 512
+	}
+	if r.ContextLength <= 0 {
+		r.ContextLength = 8192
+		if trainedCtx > 0 {
+			r.ContextLength = min(trainedCtx, 8192)
+		}
+	}
+	if r.Sequences <= 0 {
+		r.Sequences = 32
+	}
+	if r.CacheSize <= 0 {
+		r.CacheSize = 2 * r.ContextLength
+	}
+	r.CacheSize = max(r.CacheSize, r.BatchSize)
+	if r.MaxLogits <= 0 {
+		r.MaxLogits = max(r.Sequences, 64)
+	}
+	r.MaxLogits = min(r.MaxLogits, r.BatchSize)
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	if r.MergeWindow < 0 {
+		return r, fmt.Errorf("models: negative merge window %v", r.MergeWindow)
+	}
+	// kvcache.Init sizes the cache as slots*capacity cells; sequences share
+	// cells, so only the product matters.
+	r.cacheCaps = (r.CacheSize + r.Sequences - 1) / r.Sequences
+	switch r.KVCacheType {
+	case "", "f16":
+		r.KVCacheType, r.kvType = "f16", ml.DTypeF16
+	case "f32":
+		r.kvType = ml.DTypeF32
+	case "q8_0":
+		r.kvType = ml.DTypeQ80
+	case "q4_0":
+		r.kvType = ml.DTypeQ40
+	default:
+		return r, fmt.Errorf("models: unknown KV cache type %q (f16, f32, q8_0 or q4_0)", r.KVCacheType)
+	}
+	switch r.FlashAttention {
+	case "", "auto":
+		r.FlashAttention, r.flash = "auto", ml.FlashAttentionAuto
+	case "on":
+		r.flash = ml.FlashAttentionEnabled
+	case "off":
+		r.flash = ml.FlashAttentionDisabled
+	default:
+		return r, fmt.Errorf("models: flash attention must be auto, on or off, not %q", r.FlashAttention)
+	}
+	if r.GPULayers < -1 {
+		return r, fmt.Errorf("models: GPU layers must be -1 (none), 0 (all) or a count, not %d", r.GPULayers)
+	}
+	return r, nil
+}

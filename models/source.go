@@ -1,0 +1,293 @@
+package models
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrNotGGUF is returned for model files that do not start with the GGUF
+// magic.
+var ErrNotGGUF = errors.New("not a GGUF file")
+
+// ErrModelNotFound is returned when a model file or Ollama model name does
+// not exist.
+var ErrModelNotFound = errors.New("model not found")
+
+// Store is a local Ollama model store (the folder holding manifests/ and
+// blobs/).
+type Store struct {
+	Root string
+}
+
+// DefaultStore returns the store Ollama itself uses: $OLLAMA_MODELS, else
+// ~/.ollama/models.
+func DefaultStore() Store {
+	if d := os.Getenv("OLLAMA_MODELS"); d != "" {
+		return Store{Root: d}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Store{Root: filepath.Join(".ollama", "models")}
+	}
+	return Store{Root: filepath.Join(home, ".ollama", "models")}
+}
+
+// Ollama names: [host/][namespace/]model[:tag], each part a plain name (no
+// path separators, no "..").
+var (
+	namePart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	tagPart  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+	digestRe = regexp.MustCompile(`^sha256[:-]([0-9a-f]{64})$`)
+)
+
+const (
+	defaultHost      = "registry.ollama.ai"
+	defaultNamespace = "library"
+	defaultTag       = "latest"
+)
+
+// ModelName is a parsed Ollama model name.
+type ModelName struct {
+	Host, Namespace, Model, Tag string
+}
+
+// ParseModelName parses an Ollama model name ("qwen3:4b", "user/model",
+// "host/namespace/model:tag"), filling Ollama's defaults. Names that could
+// reach outside the store (empty parts, "..", separators, absolute paths)
+// are rejected.
+func ParseModelName(name string) (ModelName, error) {
+	n := ModelName{Host: defaultHost, Namespace: defaultNamespace, Tag: defaultTag}
+	base := name
+	if i := strings.LastIndexByte(name, ':'); i >= 0 && i > strings.LastIndexByte(name, '/') {
+		base, n.Tag = name[:i], name[i+1:]
+	}
+	parts := strings.Split(base, "/")
+	switch len(parts) {
+	case 1:
+		n.Model = parts[0]
+	case 2:
+		n.Namespace, n.Model = parts[0], parts[1]
+	case 3:
+		n.Host, n.Namespace, n.Model = parts[0], parts[1], parts[2]
+	default:
+		return n, fmt.Errorf("invalid model name %q: want [host/][namespace/]model[:tag]", name)
+	}
+	for _, p := range []string{n.Host, n.Namespace, n.Model} {
+		if !namePart.MatchString(p) || strings.Contains(p, "..") {
+			return n, fmt.Errorf("invalid model name %q: bad part %q", name, p)
+		}
+	}
+	if !tagPart.MatchString(n.Tag) || strings.Contains(n.Tag, "..") {
+		return n, fmt.Errorf("invalid model name %q: bad tag %q", name, n.Tag)
+	}
+	return n, nil
+}
+
+// String gives the short form Ollama shows: "model:tag" for the library,
+// "namespace/model:tag" for other namespaces of the default registry, else
+// the full name.
+func (n ModelName) String() string {
+	switch {
+	case n.Host == defaultHost && n.Namespace == defaultNamespace:
+		return n.Model + ":" + n.Tag
+	case n.Host == defaultHost:
+		return n.Namespace + "/" + n.Model + ":" + n.Tag
+	}
+	return n.Host + "/" + n.Namespace + "/" + n.Model + ":" + n.Tag
+}
+
+type manifest struct {
+	Layers []struct {
+		MediaType string `json:"mediaType"`
+		Digest    string `json:"digest"`
+		Size      int64  `json:"size"`
+	} `json:"layers"`
+}
+
+const (
+	mediaModel     = "application/vnd.ollama.image.model"
+	mediaProjector = "application/vnd.ollama.image.projector"
+)
+
+// StoreModel is a model in an Ollama store.
+type StoreModel struct {
+	Name     string    // short name, e.g. "qwen3:4b"
+	Path     string    // the GGUF blob
+	Digest   string    // "sha256:..."
+	Size     int64     // bytes of the model blob
+	Modified time.Time // manifest modification time
+	// Projector is a separate vision projector blob (llama.cpp-style
+	// models); Ollama's Go engine reads vision weights from the model blob
+	// itself and cannot use it.
+	Projector string
+}
+
+// resolve reads the manifest of a parsed name.
+func (s Store) resolve(n ModelName) (StoreModel, error) {
+	mpath := filepath.Join(s.Root, "manifests", n.Host, n.Namespace, n.Model, n.Tag)
+	data, err := os.ReadFile(mpath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return StoreModel{}, fmt.Errorf("model %q is not in the Ollama store %s (pull it with `ollama pull`, or give a .gguf path): %w", n.String(), s.Root, ErrModelNotFound)
+	}
+	if err != nil {
+		return StoreModel{}, fmt.Errorf("model %q: %w", n.String(), err)
+	}
+	var m manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return StoreModel{}, fmt.Errorf("model %q: manifest %s: %w", n.String(), mpath, err)
+	}
+	out := StoreModel{Name: n.String()}
+	if st, err := os.Stat(mpath); err == nil {
+		out.Modified = st.ModTime()
+	}
+	blob := func(d string) (string, error) {
+		sm := digestRe.FindStringSubmatch(d)
+		if sm == nil {
+			return "", fmt.Errorf("model %q: manifest %s: bad digest %q", n.String(), mpath, d)
+		}
+		return filepath.Join(s.Root, "blobs", "sha256-"+sm[1]), nil
+	}
+	for _, l := range m.Layers {
+		switch l.MediaType {
+		case mediaModel:
+			p, err := blob(l.Digest)
+			if err != nil {
+				return StoreModel{}, err
+			}
+			out.Path, out.Digest, out.Size = p, l.Digest, l.Size
+		case mediaProjector:
+			p, err := blob(l.Digest)
+			if err != nil {
+				return StoreModel{}, err
+			}
+			out.Projector = p
+		}
+	}
+	if out.Path == "" {
+		return StoreModel{}, fmt.Errorf("model %q: manifest %s has no model layer", n.String(), mpath)
+	}
+	return out, nil
+}
+
+// Lookup resolves an Ollama model name to its blob.
+func (s Store) Lookup(name string) (StoreModel, error) {
+	n, err := ParseModelName(name)
+	if err != nil {
+		return StoreModel{}, err
+	}
+	return s.resolve(n)
+}
+
+// List returns the models in the store, sorted by name. A missing store is
+// an empty list; unreadable manifests are skipped.
+func (s Store) List() ([]StoreModel, error) {
+	root := filepath.Join(s.Root, "manifests")
+	var out []StoreModel
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return fs.SkipAll
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return nil
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) != 4 {
+			return nil
+		}
+		n := ModelName{Host: parts[0], Namespace: parts[1], Model: parts[2], Tag: parts[3]}
+		if _, err := ParseModelName(n.Host + "/" + n.Namespace + "/" + n.Model + ":" + n.Tag); err != nil {
+			return nil
+		}
+		m, err := s.resolve(n)
+		if err != nil {
+			return nil
+		}
+		if st, err := os.Stat(m.Path); err == nil && m.Size == 0 {
+			m.Size = st.Size()
+		}
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("models: listing %s: %w", root, err)
+	}
+	slices.SortFunc(out, func(a, b StoreModel) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ListOllama lists the models of DefaultStore (for /v1/models and
+// /api/tags).
+func ListOllama() ([]StoreModel, error) { return DefaultStore().List() }
+
+// looksLikePath says whether a model argument is meant as a file path.
+func looksLikePath(name string) bool {
+	return strings.HasSuffix(strings.ToLower(name), ".gguf") || filepath.IsAbs(name) ||
+		strings.HasPrefix(name, "./") || strings.HasPrefix(name, "../") || strings.HasPrefix(name, "~") ||
+		strings.ContainsRune(name, filepath.Separator) && strings.Count(name, "/") > 2
+}
+
+// Resolve turns a model argument into a GGUF file: an existing file path,
+// or an Ollama model name looked up in DefaultStore. It checks that the
+// file exists and starts with the GGUF magic.
+func Resolve(name string) (string, error) {
+	return DefaultStore().ResolvePath(name)
+}
+
+// ResolvePath is Resolve against this store.
+func (s Store) ResolvePath(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("models: no model given (a .gguf path or an Ollama model name)")
+	}
+	path := ""
+	if st, err := os.Stat(name); err == nil && !st.IsDir() {
+		path = name
+	} else if err == nil && st.IsDir() {
+		return "", fmt.Errorf("models: %s is a directory, not a GGUF file", name)
+	} else if looksLikePath(name) {
+		return "", fmt.Errorf("models: model file %s: %w", name, ErrModelNotFound)
+	} else {
+		m, err := s.Lookup(name)
+		if err != nil {
+			return "", fmt.Errorf("models: %w", err)
+		}
+		path = m.Path
+	}
+	if err := CheckGGUF(path); err != nil {
+		return "", fmt.Errorf("models: %w", err)
+	}
+	return path, nil
+}
+
+// CheckGGUF checks that path is a readable file starting with the GGUF
+// magic.
+func CheckGGUF(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("model file %s: %w", path, ErrModelNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != "GGUF" {
+		return fmt.Errorf("%s: %w", path, ErrNotGGUF)
+	}
+	return nil
+}
