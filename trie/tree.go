@@ -1,0 +1,195 @@
+package trie
+
+import "bytes"
+
+// tree is a byte trie over a sorted list of keys, stored flat. Nodes are
+// numbered in preorder (node 0 is the root, the empty path); the children of
+// a node are a contiguous run of edges sorted by byte. Because the keys are
+// sorted, the keys below a node are a contiguous run of key positions:
+// keys[lo:hi] have the node's path as a prefix, and the first of them,
+// keys[lo:exact], are equal to it.
+type tree struct {
+	nodes    []node
+	edgeByte []byte  // edge labels, grouped by parent, sorted within a group
+	edgeNode []int32 // edge targets, parallel to edgeByte
+	parent   []int32 // parent of every node (-1 for the root); nil when dropped
+	label    []byte  // byte of the edge into every node; nil when dropped
+}
+
+// node is one trie node.
+type node struct {
+	edges  int32 // index of the first outgoing edge
+	nEdges int32 // number of outgoing edges
+	lo     int32 // first key with this path as prefix
+	exact  int32 // keys[lo:exact] equal the path
+	hi     int32 // keys[lo:hi] have the path as prefix
+}
+
+// buildTree builds the trie of keys, which must be sorted (bytes.Compare
+// order, duplicates allowed). It runs in time linear in the total key length.
+func buildTree(keys [][]byte) tree {
+	// Count nodes first so every array is allocated once: a key adds one node
+	// per byte past its common prefix with the previous key.
+	total := 1
+	var prev []byte
+	for _, k := range keys {
+		total += len(k) - lcp(prev, k)
+		prev = k
+	}
+	t := tree{
+		nodes:  make([]node, 1, total),
+		parent: make([]int32, 1, total),
+		label:  make([]byte, 1, total),
+	}
+	t.parent[0] = -1
+	stack := make([]int32, 1, 64) // stack[d] is the node at depth d on the current key's path
+	prev = nil
+	for i, k := range keys {
+		l := lcp(prev, k)
+		for len(stack)-1 > l {
+			t.nodes[stack[len(stack)-1]].hi = int32(i)
+			stack = stack[:len(stack)-1]
+		}
+		for d := l; d < len(k); d++ {
+			c := int32(len(t.nodes))
+			t.nodes = append(t.nodes, node{lo: int32(i), exact: int32(i)})
+			t.parent = append(t.parent, stack[len(stack)-1])
+			t.label = append(t.label, k[d])
+			stack = append(stack, c)
+		}
+		// Keys equal to this path come first among the keys below it, so every
+		// key since lo equals it.
+		t.nodes[stack[len(stack)-1]].exact = int32(i + 1)
+		prev = k
+	}
+	for _, n := range stack {
+		t.nodes[n].hi = int32(len(keys))
+	}
+	// Group the edges by parent (a counting sort). Children were created in
+	// increasing byte order per parent, so each group comes out sorted.
+	for c := 1; c < len(t.nodes); c++ {
+		t.nodes[t.parent[c]].nEdges++
+	}
+	next := int32(0)
+	for i := range t.nodes {
+		t.nodes[i].edges = next
+		next += t.nodes[i].nEdges
+	}
+	t.edgeByte = make([]byte, len(t.nodes)-1)
+	t.edgeNode = make([]int32, len(t.nodes)-1)
+	fill := make([]int32, len(t.nodes))
+	for c := 1; c < len(t.nodes); c++ {
+		p := t.parent[c]
+		e := t.nodes[p].edges + fill[p]
+		fill[p]++
+		t.edgeByte[e] = t.label[c]
+		t.edgeNode[e] = int32(c)
+	}
+	return t
+}
+
+// child returns the child of n along byte b, or -1.
+func (t *tree) child(n int32, b byte) int32 {
+	nd := &t.nodes[n]
+	lo, hi := int(nd.edges), int(nd.edges+nd.nEdges)
+	if hi-lo <= 8 {
+		for e := lo; e < hi; e++ {
+			if t.edgeByte[e] == b {
+				return t.edgeNode[e]
+			}
+		}
+		return -1
+	}
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.edgeByte[m] < b {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < int(nd.edges+nd.nEdges) && t.edgeByte[lo] == b {
+		return t.edgeNode[lo]
+	}
+	return -1
+}
+
+// lcp is the length of the longest common prefix of a and b.
+func lcp(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// sortByKey sorts perm by (key[id], id): an MSD radix sort, linear in the
+// total key length. perm must hold distinct ids in increasing order on entry
+// (the bucket passes are stable, which keeps equal keys in id order).
+func sortByKey(perm []int32, key [][]byte) {
+	tmp := make([]int32, len(perm))
+	radixSort(perm, tmp, key, 0)
+}
+
+func radixSort(ids, tmp []int32, key [][]byte, depth int) {
+	if len(ids) > 1 {
+		// Skip the bytes every key shares (action strings share long
+		// prefixes such as "put apple 1 in ").
+		first := key[ids[0]]
+		common := len(first)
+		for _, id := range ids[1:] {
+			if common = min(common, depth+lcp(first[depth:common], key[id][depth:])); common == depth {
+				break
+			}
+		}
+		depth = common
+	}
+	if len(ids) <= 32 {
+		// Insertion sort on the remaining bytes; ties keep id order.
+		for i := 1; i < len(ids); i++ {
+			id := ids[i]
+			k := key[id][depth:]
+			j := i
+			for j > 0 && bytes.Compare(key[ids[j-1]][depth:], k) > 0 {
+				ids[j] = ids[j-1]
+				j--
+			}
+			ids[j] = id
+		}
+		return
+	}
+	// Bucket 0 holds keys that end at depth (they sort first); bucket b+1
+	// holds keys whose byte at depth is b.
+	var count [257]int32
+	for _, id := range ids {
+		if k := key[id]; len(k) > depth {
+			count[int(k[depth])+1]++
+		} else {
+			count[0]++
+		}
+	}
+	var pos [257]int32
+	sum := int32(0)
+	for b, c := range count {
+		pos[b] = sum
+		sum += c
+	}
+	for _, id := range ids {
+		b := 0
+		if k := key[id]; len(k) > depth {
+			b = int(k[depth]) + 1
+		}
+		tmp[pos[b]] = id
+		pos[b]++
+	}
+	copy(ids, tmp[:len(ids)])
+	start := count[0]
+	for b := 1; b < 257; b++ {
+		if c := count[b]; c > 1 {
+			radixSort(ids[start:start+c], tmp[start:start+c], key, depth+1)
+		}
+		start += count[b]
+	}
+}
