@@ -119,7 +119,9 @@ func (s *Set) count() int {
 // a step never spills into the next one (whose actions depend on the state
 // the completed action leads to). At Root, when at allows ending, the end
 // tokens (IndexOptions.EndTokens) are added with next node EndToken. An
-// invalid from (NoNode, EndToken, out of range) gives an empty set.
+// invalid from (NoNode, EndToken, out of range) gives an empty set; so does
+// a dead end (no applicable action and ending not allowed), which the caller
+// must handle.
 //
 // It walks the action trie below from and the vocabulary trie together,
 // visiting only texts that are both a continuation of the partial step and

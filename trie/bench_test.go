@@ -9,10 +9,10 @@ import (
 )
 
 // kitchenState returns the applicable action strings of an ALFWorld-sized
-// kitchen state (about 300 actions): go to / examine every receptacle, open
-// and close the openable ones, take every visible object from where it
-// lies, put the held object in or on every receptacle, and the appliance
-// actions. Seeds vary the counts and which objects lie where.
+// kitchen state (about 250 actions, as grounded ALFWorld states have
+// hundreds): go to / examine every receptacle, open and close the openable
+// ones, take and examine every object from where it lies, put the held
+// object in or on every receptacle, and the appliance actions. Seeds vary the counts and which objects lie where.
 func kitchenState(r *rand.Rand) []string {
 	type recep struct {
 		name     string
@@ -38,7 +38,7 @@ func kitchenState(r *rand.Rand) []string {
 	}
 	var acts []string
 	held := fmt.Sprintf("%s %d", objects[r.IntN(len(objects))], 1+r.IntN(3))
-	for i, name := range names {
+	for _, name := range names {
 		acts = append(acts, "go to "+name, "examine "+name)
 		rc := receps[0]
 		for _, c := range receps {
@@ -50,9 +50,9 @@ func kitchenState(r *rand.Rand) []string {
 			acts = append(acts, "open "+name, "close "+name)
 		}
 		acts = append(acts, fmt.Sprintf("put %s %s %s", held, rc.prep, name))
-		if i%3 == 0 {
+		for k := r.IntN(3); k > 0; k-- { // objects lying here
 			obj := fmt.Sprintf("%s %d", objects[r.IntN(len(objects))], 1+r.IntN(3))
-			acts = append(acts, fmt.Sprintf("take %s from %s", obj, name))
+			acts = append(acts, fmt.Sprintf("take %s from %s", obj, name), "examine "+obj)
 		}
 	}
 	acts = append(acts, "heat "+held+" with microwave 1", "cool "+held+" with fridge 1",
@@ -98,6 +98,7 @@ func BenchmarkNewActionTrie(b *testing.B) {
 		n += len(states[i])
 	}
 	i := 0
+	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := NewActionTrie(Spec{Actions: states[i%len(states)], EndAllowed: true}); err != nil {
 			b.Fatal(err)
@@ -132,6 +133,7 @@ func BenchmarkAllowed(b *testing.B) {
 				name = family + "/root"
 			}
 			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
 				var set Set
 				times := make([]time.Duration, 0, 1<<16)
 				sizes := 0

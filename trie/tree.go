@@ -31,9 +31,11 @@ func buildTree(keys [][]byte) tree {
 	// Count nodes first so every array is allocated once: a key adds one node
 	// per byte past its common prefix with the previous key.
 	total := 1
+	common := make([]int32, len(keys)) // common prefix length with the previous key
 	var prev []byte
-	for _, k := range keys {
-		total += len(k) - lcp(prev, k)
+	for i, k := range keys {
+		common[i] = int32(lcp(prev, k))
+		total += len(k) - int(common[i])
 		prev = k
 	}
 	t := tree{
@@ -43,9 +45,8 @@ func buildTree(keys [][]byte) tree {
 	}
 	t.parent[0] = -1
 	stack := make([]int32, 1, 64) // stack[d] is the node at depth d on the current key's path
-	prev = nil
 	for i, k := range keys {
-		l := lcp(prev, k)
+		l := int(common[i])
 		for len(stack)-1 > l {
 			t.nodes[stack[len(stack)-1]].hi = int32(i)
 			stack = stack[:len(stack)-1]
@@ -60,7 +61,6 @@ func buildTree(keys [][]byte) tree {
 		// Keys equal to this path come first among the keys below it, so every
 		// key since lo equals it.
 		t.nodes[stack[len(stack)-1]].exact = int32(i + 1)
-		prev = k
 	}
 	for _, n := range stack {
 		t.nodes[n].hi = int32(len(keys))
