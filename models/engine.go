@@ -173,7 +173,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		e.checkpoints = cc
 	}
 	e.stats.SequenceSlots = o.Sequences
-	e.stats.CacheCells = o.cacheCaps * o.Sequences
+	e.stats.CacheCells = (o.cacheCaps*o.Sequences + 255) / 256 * 256 // the cache pads to 256 cells
 	var params64 int64
 	for _, t := range meta.Tensors().Items() {
 		params64 += int64(t.Elements())

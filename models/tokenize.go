@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dlclark/regexp2"
 	"github.com/ollama/ollama/fs"
 	"github.com/ollama/ollama/tokenizer"
 	"golang.org/x/text/unicode/norm"
@@ -29,6 +30,7 @@ import (
 type textTokenizer struct {
 	spm            bool // SentencePiece (else byte-level BPE)
 	plain          tokenizer.Tokenizer
+	pre            *regexp2.Regexp // byte-level BPE word split
 	addSpacePrefix bool
 	nfc            bool
 	imageTags      bool // "[img-n]" tags become ImageToken(n)
@@ -45,6 +47,9 @@ type addedToken struct {
 	id      int32
 	control bool
 }
+
+// gpt2Pattern is GPT-2's own word split (GGUF pre-tokenizer "default").
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
 // endOfTurn are spellings that end an assistant turn in the families nesy
 // serves; those present as control tokens join Vocab.EOS.
@@ -96,15 +101,24 @@ func newTextTokenizer(c fs.Config, vision bool) (*textTokenizer, error) {
 	case gguf.ModelBPE:
 		voc.Merges = c.Strings("tokenizer.ggml.merges")
 		pre := c.String("tokenizer.ggml.pre")
-		t.nfc = pre == gguf.Qwen2Pre || strings.HasPrefix(arch, "qwen")
-		if pre == "default" {
-			t.plain = tokenizer.NewBytePairEncoding(voc)
-		} else {
-			if strings.HasPrefix(arch, "qwen") {
-				pre = gguf.Qwen2Pre
-			}
-			t.plain = tokenizer.NewBytePairEncoding(voc, gguf.Pretokenizer(pre))
+		if pre == "" && strings.HasPrefix(arch, "qwen") {
+			pre = gguf.Qwen2Pre
 		}
+		t.nfc = pre == gguf.Qwen2Pre
+		// The words are split here, with Unicode \s as Hugging Face's
+		// regex engine has it (the engine compiles its patterns in RE2
+		// mode, where \s is ASCII only); the engine's encoder then sees one
+		// word at a time and must not split it again.
+		pattern := gguf.Pretokenizer(pre)
+		if pre == "default" {
+			pattern = gpt2Pattern
+		}
+		re, err := regexp2.Compile(pattern, regexp2.None)
+		if err != nil {
+			return nil, fmt.Errorf("pre-tokenizer %q: %w", pre, err)
+		}
+		t.pre = re
+		t.plain = tokenizer.NewBytePairEncoding(voc, `[\s\S]+`)
 	default:
 		return nil, fmt.Errorf("unsupported tokenizer model %q (want %q or %q)", model, gguf.ModelSentencePiece, gguf.ModelBPE)
 	}
@@ -231,14 +245,57 @@ func (t *textTokenizer) Tokenize(text string, parseSpecial bool) ([]int32, error
 		if t.nfc {
 			s = norm.NFC.String(s)
 		}
-		if t.spm && t.addSpacePrefix {
-			s = " " + s
+		if t.spm {
+			if t.addSpacePrefix {
+				s = " " + s
+			}
+			enc, err := t.plain.Encode(s, false)
+			if err != nil {
+				return nil, fmt.Errorf("models: tokenize: %w", err)
+			}
+			ids = append(ids, enc...)
+			continue
 		}
-		enc, err := t.plain.Encode(s, false)
+		var err error
+		if ids, err = t.encodeWords(ids, s); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// encodeWords splits s into pre-tokenizer words (the gaps between matches
+// are words too) and appends each word's byte-level BPE encoding.
+func (t *textTokenizer) encodeWords(ids []int32, s string) ([]int32, error) {
+	runes := []rune(s)
+	enc := func(word string) error {
+		e, err := t.plain.Encode(word, false)
 		if err != nil {
-			return nil, fmt.Errorf("models: tokenize: %w", err)
+			return fmt.Errorf("models: tokenize: %w", err)
 		}
-		ids = append(ids, enc...)
+		ids = append(ids, e...)
+		return nil
+	}
+	at := 0
+	m, err := t.pre.FindRunesMatch(runes)
+	for ; err == nil && m != nil; m, err = t.pre.FindNextMatch(m) {
+		if m.Index > at {
+			if err := enc(string(runes[at:m.Index])); err != nil {
+				return nil, err
+			}
+		}
+		if err := enc(m.String()); err != nil {
+			return nil, err
+		}
+		at = m.Index + m.Length
+	}
+	if err != nil {
+		return nil, fmt.Errorf("models: tokenize: %w", err)
+	}
+	if at < len(runes) {
+		if err := enc(string(runes[at:])); err != nil {
+			return nil, err
+		}
 	}
 	return ids, nil
 }

@@ -1,0 +1,470 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// newTestEngine writes a random-weight model and loads it.
+func newTestEngine(t testing.TB, spec gguf.Spec, opts Options) *Engine {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := gguf.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Threads == 0 {
+		// One thread: tiny models gain nothing from more, and ggml's
+		// spinning thread barriers stall when other processes load the
+		// machine.
+		opts.Threads = 1
+	}
+	e, err := Load(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// testTokens returns n deterministic token ids in [3, vocab).
+func testTokens(seed, n, vocab int) []int32 {
+	out := make([]int32, n)
+	x := uint64(seed)*0x9e3779b97f4a7c15 + 1
+	for i := range out {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		out[i] = int32(3 + x%uint64(vocab-3))
+	}
+	return out
+}
+
+// assertClose compares two logit rows: the largest difference must be
+// within tol times the row's spread.
+func assertClose(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d logits, want %d", what, len(got), len(want))
+	}
+	var maxDiff, lo, hi float64 = 0, math.Inf(1), math.Inf(-1)
+	for i := range got {
+		if math.IsNaN(float64(got[i])) || math.IsInf(float64(got[i]), 0) {
+			t.Fatalf("%s: logit %d is %v", what, i, got[i])
+		}
+		maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+		lo, hi = math.Min(lo, float64(want[i])), math.Max(hi, float64(want[i]))
+	}
+	if maxDiff > tol*(hi-lo) {
+		t.Errorf("%s: logits differ by %g (spread %g)", what, maxDiff, hi-lo)
+	}
+}
+
+const logitTol = 1e-3
+
+// evalOne evaluates tokens on a fresh sequence and returns all rows.
+func evalAlone(t *testing.T, e *Engine, toks []int32) [][]float32 {
+	t.Helper()
+	s, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Release(s)
+	res, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: toks, AllLogits: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].Logits
+}
+
+var testArchs = []string{gguf.ArchLlama, gguf.ArchQwen3}
+
+func TestLogitsNonDegenerate(t *testing.T) {
+	for _, arch := range testArchs {
+		t.Run(arch, func(t *testing.T) {
+			e := newTestEngine(t, gguf.Default(arch), Options{})
+			rows := evalAlone(t, e, testTokens(1, 12, e.Info().VocabSize))
+			if len(rows) != 12 {
+				t.Fatalf("%d rows, want 12", len(rows))
+			}
+			for i, row := range rows {
+				lo, hi := row[0], row[0]
+				for _, v := range row {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("row %d has %v", i, v)
+					}
+					lo, hi = min(lo, v), max(hi, v)
+				}
+				if hi-lo < 1 {
+					t.Errorf("row %d: logits span only %g", i, hi-lo)
+				}
+			}
+			assertDiffer(t, rows[0], rows[1])
+		})
+	}
+}
+
+func assertDiffer(t *testing.T, a, b []float32) {
+	t.Helper()
+	for i := range a {
+		if a[i] != b[i] {
+			return
+		}
+	}
+	t.Errorf("rows for different positions are identical")
+}
+
+// TestBatchedEqualsAlone: a sequence evaluated in one pass with others gets
+// the logits it gets alone.
+func TestBatchedEqualsAlone(t *testing.T) {
+	for _, arch := range testArchs {
+		t.Run(arch, func(t *testing.T) {
+			e := newTestEngine(t, gguf.Default(arch), Options{})
+			v := e.Info().VocabSize
+			prompts := [][]int32{testTokens(1, 17, v), testTokens(2, 5, v), testTokens(3, 40, v), testTokens(4, 1, v)}
+			var want [][][]float32
+			for _, p := range prompts {
+				want = append(want, evalAlone(t, e, p))
+			}
+			var reqs []EvalRequest
+			for _, p := range prompts {
+				s, err := e.NewSequence()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Release(s)
+				reqs = append(reqs, EvalRequest{Seq: s, Tokens: p, AllLogits: true})
+			}
+			calls := e.Stats().ModelCalls
+			res, err := e.Eval(context.Background(), reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Stats().ModelCalls - calls; got != 1 {
+				t.Errorf("%d forward passes for one merged batch, want 1", got)
+			}
+			for i := range prompts {
+				for k := range want[i] {
+					assertClose(t, fmt.Sprintf("prompt %d position %d", i, k), res[i].Logits[k], want[i][k], logitTol)
+				}
+			}
+			// A second step: one new token each, batched, against a
+			// sequential continuation alone.
+			for i, p := range prompts {
+				next := testTokens(10+i, 1, v)
+				alone := evalAlone(t, e, append(append([]int32{}, p...), next...))
+				reqs[i].Tokens, reqs[i].AllLogits = next, false
+				want[i] = [][]float32{alone[len(alone)-1]}
+			}
+			res, err = e.Eval(context.Background(), reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range prompts {
+				assertClose(t, fmt.Sprintf("prompt %d next token", i), res[i].Logits[0], want[i][0], logitTol)
+			}
+		})
+	}
+}
+
+// TestForkContinues: a forked sequence continues exactly as if its prefix
+// had been evaluated on it.
+func TestForkContinues(t *testing.T) {
+	for _, arch := range testArchs {
+		t.Run(arch, func(t *testing.T) {
+			e := newTestEngine(t, gguf.Default(arch), Options{})
+			v := e.Info().VocabSize
+			prompt := testTokens(5, 30, v)
+			src, _ := e.NewSequence()
+			if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, at := range []int{30, 12} {
+				cont := testTokens(at, 6, v)
+				f, err := e.Fork(src, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Len(f) != at {
+					t.Errorf("Len(fork at %d) = %d", at, e.Len(f))
+				}
+				calls, evaluated := e.Stats().ModelCalls, e.Stats().EvaluatedTokens
+				res, err := e.Eval(context.Background(), []EvalRequest{{Seq: f, Tokens: cont, AllLogits: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := e.Stats().EvaluatedTokens - evaluated; got != int64(len(cont)) || e.Stats().ModelCalls-calls != 1 {
+					t.Errorf("fork at %d evaluated %d tokens in %d passes, want %d in 1 (prefix must not be recomputed)",
+						at, got, e.Stats().ModelCalls-calls, len(cont))
+				}
+				want := evalAlone(t, e, append(append([]int32{}, prompt[:at]...), cont...))[at:]
+				for k := range cont {
+					assertClose(t, fmt.Sprintf("fork at %d position %d", at, k), res[0].Logits[k], want[k], logitTol)
+				}
+				e.Release(f)
+			}
+			// The source is unaffected by its forks.
+			next := testTokens(99, 1, v)
+			res, err := e.Eval(context.Background(), []EvalRequest{{Seq: src, Tokens: next}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := evalAlone(t, e, append(append([]int32{}, prompt...), next...))
+			assertClose(t, "source after forks", res[0].Logits[0], want[len(want)-1], logitTol)
+		})
+	}
+}
+
+// TestTruncateContinue: truncating and continuing equals a fresh
+// evaluation of the kept prefix plus the continuation.
+func TestTruncateContinue(t *testing.T) {
+	for _, arch := range testArchs {
+		t.Run(arch, func(t *testing.T) {
+			e := newTestEngine(t, gguf.Default(arch), Options{})
+			v := e.Info().VocabSize
+			prompt, junk, cont := testTokens(6, 20, v), testTokens(7, 9, v), testTokens(8, 4, v)
+			s, _ := e.NewSequence()
+			if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: append(append([]int32{}, prompt...), junk...)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Truncate(s, len(prompt)); err != nil {
+				t.Fatal(err)
+			}
+			if e.Len(s) != len(prompt) {
+				t.Fatalf("Len after truncate = %d, want %d", e.Len(s), len(prompt))
+			}
+			res, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: cont, AllLogits: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := evalAlone(t, e, append(append([]int32{}, prompt...), cont...))[len(prompt):]
+			for k := range cont {
+				assertClose(t, fmt.Sprintf("position %d", k), res[0].Logits[k], want[k], logitTol)
+			}
+		})
+	}
+}
+
+func TestNoSequences(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{Sequences: 3})
+	var ids []SeqID
+	for range 3 {
+		s, err := e.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s)
+	}
+	if _, err := e.NewSequence(); !errors.Is(err, ErrNoSequences) {
+		t.Fatalf("NewSequence on a full pool: %v, want ErrNoSequences", err)
+	}
+	if _, err := e.Fork(ids[0], 0); !errors.Is(err, ErrNoSequences) {
+		t.Fatalf("Fork on a full pool: %v, want ErrNoSequences", err)
+	}
+	e.Release(ids[1])
+	if _, err := e.NewSequence(); err != nil {
+		t.Fatalf("NewSequence after a release: %v", err)
+	}
+	if st := e.Stats(); st.SequencesInUse != 3 || st.SequenceSlots != 3 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestEvalErrors: bad requests fail with clear errors and change nothing.
+func TestEvalErrors(t *testing.T) {
+	// 256 cells: the cache rounds its size up to 256.
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{ContextLength: 200, CacheSize: 256, BatchSize: 32, Sequences: 4})
+	if got := e.Stats().CacheCells; got != 256 {
+		t.Fatalf("CacheCells = %d, want 256", got)
+	}
+	v := e.Info().VocabSize
+	a, _ := e.NewSequence()
+	b, _ := e.NewSequence()
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: a, Tokens: testTokens(1, 150, v)}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		reqs []EvalRequest
+		want error
+	}{
+		{"context length", []EvalRequest{{Seq: a, Tokens: testTokens(2, 60, v)}}, ErrContextLength},
+		{"unknown sequence", []EvalRequest{{Seq: 3, Tokens: []int32{5}}}, ErrUnknownSequence},
+		{"images without vision", []EvalRequest{{Seq: b, Tokens: []int32{5}, Images: [][]byte{{1}}}}, ErrNoVision},
+		{"cache full", []EvalRequest{{Seq: b, Tokens: testTokens(3, 150, v)}}, ErrCacheFull},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := e.Eval(context.Background(), c.reqs)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("Eval: %v, want %v", err, c.want)
+			}
+			if e.Len(a) != 150 || e.Len(b) != 0 {
+				t.Errorf("lengths changed: a %d, b %d", e.Len(a), e.Len(b))
+			}
+		})
+	}
+	for _, bad := range [][]EvalRequest{
+		{{Seq: b, Tokens: []int32{int32(v)}}},
+		{{Seq: b}},
+		{{Seq: b, Tokens: []int32{1}}, {Seq: b, Tokens: []int32{2}}},
+	} {
+		if _, err := e.Eval(context.Background(), bad); err == nil {
+			t.Errorf("Eval(%v) succeeded", bad)
+		}
+	}
+	// After the failures, b still works and the freed cells are reusable.
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: b, Tokens: testTokens(4, 100, v)}}); err != nil {
+		t.Fatalf("Eval after errors: %v", err)
+	}
+}
+
+// TestConcurrentEval: calls from many goroutines are merged and each gets
+// its own sequence's logits.
+func TestConcurrentEval(t *testing.T) {
+	for _, noMerge := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nomerge=%v", noMerge), func(t *testing.T) {
+			e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{NoMerge: noMerge, MergeWindow: time.Millisecond})
+			v := e.Info().VocabSize
+			const n = 8
+			want := make([][][]float32, n)
+			for i := range n {
+				want[i] = evalAlone(t, e, testTokens(20+i, 3+i, v))
+			}
+			calls := e.Stats().ModelCalls
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s, err := e.NewSequence()
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer e.Release(s)
+					toks := testTokens(20+i, 3+i, v)
+					// Prompt, then token by token, as a decoder does.
+					res, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: toks[:2], AllLogits: true}})
+					if err != nil {
+						errs <- err
+						return
+					}
+					got := res[0].Logits
+					for _, tok := range toks[2:] {
+						res, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{tok}}})
+						if err != nil {
+							errs <- err
+							return
+						}
+						got = append(got, res[0].Logits[0])
+					}
+					for k := range got {
+						if d := maxAbsDiff(got[k], want[i][k]); d > 1e-2 {
+							errs <- fmt.Errorf("goroutine %d position %d: logits differ by %g", i, k, d)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			steps := int64(0)
+			for i := range n {
+				steps += int64(len(testTokens(20+i, 3+i, v)) - 1)
+			}
+			calls = e.Stats().ModelCalls - calls
+			if noMerge && calls != steps {
+				t.Errorf("without merging: %d passes for %d calls", calls, steps)
+			}
+			if calls > steps {
+				t.Errorf("%d passes for %d calls", calls, steps)
+			}
+			t.Logf("%d forward passes for %d Eval calls", calls, steps)
+		})
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestEvalCancel: a cancelled Eval returns the context's error and leaves
+// the sequence as it was.
+func TestEvalCancel(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4})
+	v := e.Info().VocabSize
+	s, _ := e.NewSequence()
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 5, v)}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: testTokens(2, 5, v)}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Eval with a cancelled context: %v", err)
+	}
+	// Cancel in the middle of a long prompt (many passes of 4 tokens).
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: testTokens(3, 2000, v)}})
+		done <- err
+	}()
+	for e.Stats().ModelCalls < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Eval cancelled midway: %v", err)
+	}
+	if e.Len(s) != 5 {
+		t.Fatalf("Len after a cancelled Eval = %d, want 5", e.Len(s))
+	}
+	// The sequence continues as if nothing happened.
+	next := testTokens(4, 3, v)
+	res, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: next}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := evalAlone(t, e, append(testTokens(1, 5, v), next...))
+	assertClose(t, "after cancel", res[0].Logits[0], want[len(want)-1], logitTol)
+}
+
+func TestReleaseWhileBusy(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
+	v := e.Info().VocabSize
+	s, _ := e.NewSequence()
+	done := make(chan error)
+	go func() {
+		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 200, v)}})
+		done <- err
+	}()
+	for e.Stats().ModelCalls < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := e.Truncate(s, 0); !errors.Is(err, ErrSequenceBusy) {
+		t.Errorf("Truncate while busy: %v", err)
+	}
+	e.Release(s)
+	if err := <-done; err != nil {
+		t.Fatalf("Eval: %v", err)
+	}
+	if st := e.Stats(); st.SequencesInUse != 0 {
+		t.Errorf("%d sequences in use after release", st.SequencesInUse)
+	}
+}
