@@ -409,6 +409,11 @@ func (t *Tokenizer) index(vocab map[string]int32) (used []bool, err error) {
 		}
 		size = max(size, a.ID+1)
 	}
+	// Gaps are allowed, but an id space far larger than the token count is a
+	// broken file (and would allocate without bound).
+	if n := len(vocab) + len(t.Added); int(size) > 2*n+1024 {
+		return nil, fmt.Errorf("token ids are too sparse: largest id %d for %d tokens", size-1, n)
+	}
 	t.Tokens = make([]string, size)
 	used = make([]bool, size)
 	for s, id := range vocab {

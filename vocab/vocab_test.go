@@ -145,6 +145,7 @@ func TestParseErrors(t *testing.T) {
 		{"no vocab", `{"model": {"type": "BPE"}}`, "model.vocab: missing"},
 		{"duplicate id", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}}}`, "id 0 is used by both"},
 		{"negative id", `{"model": {"type": "BPE", "vocab": {"a": -1}}}`, "out of range"},
+		{"sparse ids", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1000000}}}`, "too sparse"},
 		{"merge string with one token", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}}`, "model.merges[0]"},
 		{"merge string with three tokens", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b c"]}}`, "model.merges[0]"},
 		{"merge array of three", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a", "b", "c"]]}}`, "model.merges[0]"},
@@ -378,4 +379,27 @@ func TestMergeForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(byteLevelJSON))
+	f.Add([]byte(pieceJSON))
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 1000000}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tok, err := Parse(data)
+		if err != nil {
+			return
+		}
+		d := tok.Decoded()
+		if len(d.Text) != tok.Size() || len(tok.Types()) != tok.Size() {
+			t.Fatalf("decoded %d entries for %d ids", len(d.Text), tok.Size())
+		}
+	})
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"chat_template": [{"name": "default", "template": "x"}], "bos_token": {"content": "<s>"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = ParseConfig(data)
+	})
 }
