@@ -61,13 +61,15 @@ func (b *Builder) state(facts []int) pddl.State {
 	return s
 }
 
-// Task returns the built task. Call it after every fact exists (states are
-// sized when Init is called, so call Init after creating all facts).
+// Task returns the built task, indexed (pddl.Task.Reindex) and ready for
+// use. Call Init after creating all facts (states are sized when Init is
+// called).
 func (b *Builder) Task() *pddl.Task {
 	t := b.t
 	if t.Init == nil {
 		t.Init = pddl.NewState(len(t.Facts))
 	}
+	t.Reindex()
 	return &t
 }
 

@@ -1,0 +1,178 @@
+package search_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
+	"github.com/nesy-dev/nesy/pddl/search"
+)
+
+// full reports whether the full dataset sweeps were asked for (NESY_FULL=1).
+func full() bool { return os.Getenv("NESY_FULL") == "1" }
+
+func load(t testing.TB, domain, problem string) *pddl.Task {
+	t.Helper()
+	task, _, err := pddl.LoadFiles(domain, problem)
+	if err != nil {
+		t.Fatalf("load %s: %v", problem, err)
+	}
+	return task
+}
+
+// bfsLength is an independent optimal-length oracle for unit-cost tasks: a
+// plain breadth-first search keyed on State.Key, sharing nothing with
+// package search. It returns -1 when the goal is unreachable and -2 when
+// more than limit states were generated.
+func bfsLength(t *pddl.Task, limit int) int {
+	if t.GoalReached(t.Init) {
+		return 0
+	}
+	seen := map[string]bool{t.Init.Key(): true}
+	layer := []pddl.State{t.Init}
+	var buf []int
+	for depth := 1; len(layer) > 0; depth++ {
+		var next []pddl.State
+		for _, s := range layer {
+			buf = t.Applicable(s, buf[:0])
+			for _, a := range buf {
+				n := t.Apply(s, a)
+				k := n.Key()
+				if seen[k] {
+					continue
+				}
+				if t.GoalReached(n) {
+					return depth
+				}
+				seen[k] = true
+				if len(seen) > limit {
+					return -2
+				}
+				next = append(next, n)
+			}
+		}
+		layer = next
+	}
+	return -1
+}
+
+// TestIPCAStarOptimal checks that A* with LM-cut (and with h_max) returns
+// plans as short as breadth-first search finds on small IPC instances.
+func TestIPCAStarOptimal(t *testing.T) {
+	ipc := filepath.Join(testenv.Datasets(t), "ipc")
+	cases := []struct{ domain, problems string }{
+		{"blocks", "probBLOCKS-[4-6]-*.pddl"},
+		{"gripper", "prob0[1-2].pddl"},
+		{"logistics00", "probLOGISTICS-4-*.pddl"},
+	}
+	if full() {
+		cases = append(cases,
+			struct{ domain, problems string }{"blocks", "probBLOCKS-7-*.pddl"},
+			struct{ domain, problems string }{"logistics00", "probLOGISTICS-5-*.pddl"},
+		)
+	}
+	for _, c := range cases {
+		probs, _ := filepath.Glob(filepath.Join(ipc, c.domain, c.problems))
+		if len(probs) == 0 {
+			t.Fatalf("no %s problems match %s", c.domain, c.problems)
+		}
+		for _, p := range probs {
+			t.Run(c.domain+"/"+filepath.Base(p), func(t *testing.T) {
+				task := load(t, filepath.Join(ipc, c.domain, "domain.pddl"), p)
+				want := bfsLength(task, 2_000_000)
+				if want < 0 {
+					t.Fatalf("breadth-first search: %d", want)
+				}
+				for _, spec := range []string{"lmcut", "max"} {
+					h, err := heuristic.New(spec, task)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := search.Solve(context.Background(), task, search.Options{Algorithm: search.AStar, Heuristic: h})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Status != search.Solved {
+						t.Fatalf("A*/%s: %v", spec, res.Status)
+					}
+					if _, err := replay(task, res.Plan, false); err != nil {
+						t.Fatalf("A*/%s: %v", spec, err)
+					}
+					if len(res.Plan) != want {
+						t.Errorf("A*/%s: plan length %d, breadth-first %d", spec, len(res.Plan), want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// sample returns every k-th element of xs (all of them under NESY_FULL=1).
+func sample(xs []string, k int) []string {
+	sort.Strings(xs)
+	if full() {
+		return xs
+	}
+	var out []string
+	for i := 0; i < len(xs); i += k {
+		out = append(out, xs[i])
+	}
+	return out
+}
+
+func gbfsSolves(t *testing.T, domain, problem string) {
+	task := load(t, domain, problem)
+	h, err := heuristic.New("ff", task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := search.Solve(context.Background(), task, search.Options{Heuristic: h, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != search.Solved {
+		t.Fatalf("%v after %d expansions", res.Status, res.Expanded)
+	}
+	cost, err := replay(task, res.Plan, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost != res.Cost {
+		t.Fatalf("plan cost %d, reported %d", cost, res.Cost)
+	}
+	t.Logf("%d steps, cost %d, %d expanded, %v", len(res.Plan), res.Cost, res.Expanded, res.Elapsed)
+}
+
+// TestALFWorldGBFS solves ALFWorld valid_unseen tasks with GBFS + h_FF: one
+// task in eight by default, all 134 under NESY_FULL=1.
+func TestALFWorldGBFS(t *testing.T) {
+	dir := filepath.Join(testenv.Datasets(t), "alfworld")
+	games, _ := filepath.Glob(filepath.Join(dir, "valid_unseen", "*", "*", "game.tw-pddl"))
+	if len(games) == 0 {
+		t.Fatal("no ALFWorld games found")
+	}
+	for _, g := range sample(games, 8) {
+		name := strings.TrimPrefix(g, dir+string(filepath.Separator))
+		t.Run(name, func(t *testing.T) { gbfsSolves(t, filepath.Join(dir, "alfred.pddl"), g) })
+	}
+}
+
+// TestPlanBenchGBFS solves PlanBench Blocksworld instances with GBFS +
+// h_FF: one in twenty by default, all 501 under NESY_FULL=1.
+func TestPlanBenchGBFS(t *testing.T) {
+	dir := filepath.Join(testenv.Datasets(t), "planbench-blocksworld")
+	insts, _ := filepath.Glob(filepath.Join(dir, "instances", "*.pddl"))
+	if len(insts) == 0 {
+		t.Fatal("no PlanBench instances found")
+	}
+	for _, p := range sample(insts, 20) {
+		t.Run(filepath.Base(p), func(t *testing.T) { gbfsSolves(t, filepath.Join(dir, "domain.pddl"), p) })
+	}
+}
