@@ -1,17 +1,152 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
+	"github.com/nesy-dev/nesy/pddl/search"
 )
 
+// solveJSON is the --json output of nesy solve (the CLI contract: solved,
+// plan, expanded, seconds; the rest are extras).
+type solveJSON struct {
+	Solved    bool     `json:"solved"`
+	Plan      []string `json:"plan"`
+	Expanded  int      `json:"expanded"`
+	Seconds   float64  `json:"seconds"`
+	Status    string   `json:"status"`
+	Cost      int      `json:"cost"`
+	Generated int      `json:"generated"`
+	Evaluated int      `json:"evaluated"`
+	Search    string   `json:"search"`
+	Heuristic string   `json:"heuristic"`
+	Error     string   `json:"error,omitempty"`
+}
+
 func newSolveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "solve",
-		Short: "not implemented yet",
+	var (
+		domain, problem, alg, hname string
+		asJSON, unit, warnings      bool
+		maxExp                      int
+		timeout                     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "solve --domain D --problem P [--search gbfs|astar] [--heuristic ff|add|max|lmcut|goalcount] [--json]",
+		Short: "Find a plan with the symbolic reference planner (GBFS or A*)",
+		Long: `Solve grounds the task and searches for a plan with greedy best-first search
+(gbfs, the default) or A* (astar; optimal with an admissible heuristic: max,
+lmcut, blind) and a planning heuristic.
+
+Every plan is re-validated with the task's transition model (by action name,
+as nesy validate does) before it is printed: one action per line,
+"(name a b)", and a summary on stderr; with --json
+{"solved":bool,"plan":[...],"expanded":N,"seconds":x,"status":...,"cost":N,...}.
+
+Heuristics: ff, add, max, lmcut, goalcount, blind, or a weighted mix such as
+"mix(1*ff+1*lmcut+0.5*goalcount)"; a ":unit" suffix (or --unit-cost) ignores
+declared action costs.
+
+--problem may be an ALFWorld game.tw-pddl file; its embedded domain is used
+when --domain is omitted.
+
+Exit status: 0 when solved, 1 when no plan was found (proved unsolvable, or a
+limit was hit), 2 when the input cannot be read or the options are wrong.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("solve: not implemented yet")
+			start := time.Now()
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			res := solveJSON{Plan: []string{}, Search: alg, Heuristic: hname}
+			report := func(code int) error {
+				res.Seconds = time.Since(start).Seconds()
+				if asJSON {
+					b, _ := json.Marshal(res)
+					fmt.Fprintln(out, string(b))
+				} else {
+					for _, a := range res.Plan {
+						fmt.Fprintln(out, a)
+					}
+					if res.Error == "" {
+						fmt.Fprintf(errw, "; %s: %d steps, cost %d, %d expanded, %d evaluated, %.3f s (%s, %s)\n",
+							res.Status, len(res.Plan), res.Cost, res.Expanded, res.Evaluated, res.Seconds, res.Search, res.Heuristic)
+					}
+				}
+				if code != 0 {
+					return exitError{code}
+				}
+				return nil
+			}
+			inputError := func(err error) error {
+				var el pddl.ErrorList
+				if errors.As(err, &el) {
+					fmt.Fprint(errw, el.Detail())
+				} else {
+					fmt.Fprintln(errw, "nesy solve:", err)
+				}
+				res.Status, res.Error = "error", err.Error()
+				return report(2)
+			}
+			if problem == "" {
+				return inputError(errors.New("--problem is required"))
+			}
+			if alg != search.GBFS && alg != search.AStar {
+				return inputError(fmt.Errorf("--search %q: want %s or %s", alg, search.GBFS, search.AStar))
+			}
+			task, warns, err := pddl.LoadFiles(domain, problem)
+			if warnings {
+				for _, w := range warns {
+					fmt.Fprintln(errw, w)
+				}
+			}
+			if err != nil {
+				return inputError(err)
+			}
+			h, err := heuristic.NewWithOptions(hname, task, heuristic.Options{UnitCost: unit})
+			if err != nil {
+				return inputError(err)
+			}
+			res.Heuristic = h.Name()
+			r, err := search.Solve(cmd.Context(), task, search.Options{
+				Algorithm: alg, Heuristic: h, MaxExpansions: maxExp, Timeout: timeout, UnitCost: unit,
+			})
+			if err != nil {
+				return inputError(err)
+			}
+			res.Status, res.Cost = r.Status.String(), r.Cost
+			res.Expanded, res.Generated, res.Evaluated = r.Expanded, r.Generated, r.Evaluated
+			if r.Status != search.Solved {
+				return report(1)
+			}
+			// Re-validate by name with the task's transition model before
+			// anything is printed.
+			steps := make([]pddl.PlanStep, len(r.Plan))
+			for i, a := range r.Plan {
+				steps[i] = pddl.PlanStep{Name: task.Actions[a].Name, Args: task.Actions[a].Args}
+			}
+			if v := task.Validate(steps); !v.Valid || !v.GoalReached {
+				return fmt.Errorf("solve: internal error: the plan found does not validate: %s%s", v.Error, v.GoalError)
+			}
+			res.Solved = true
+			for _, st := range steps {
+				res.Plan = append(res.Plan, st.String())
+			}
+			return report(0)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
+	f.StringVar(&problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
+	f.StringVar(&alg, "search", search.GBFS, "search algorithm: gbfs or astar")
+	f.StringVar(&hname, "heuristic", "ff", "heuristic: ff, add, max, lmcut, goalcount, blind or mix(...)")
+	f.BoolVar(&asJSON, "json", false, `print {"solved":bool,"plan":[...],"expanded":N,"seconds":x,...}`)
+	f.BoolVar(&unit, "unit-cost", false, "count every action as cost 1 even when the domain declares action costs")
+	f.IntVar(&maxExp, "max-expansions", 0, "stop after this many expansions (0: no limit)")
+	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")
+	f.BoolVar(&warnings, "warnings", false, "print warnings about tolerated oddities of the PDDL")
+	return cmd
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// runNesy runs the root command with args and returns stdout, stderr and the
+// exit status main would use.
+func runNesy(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errw bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errw)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	code := 0
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case err != nil:
+		code = 1
+		errw.WriteString(err.Error())
+	}
+	return out.String(), errw.String(), code
+}
+
+const tinyDomain = `(define (domain bw) (:requirements :strips)
+ (:predicates (on ?x ?y) (ontable ?x) (clear ?x) (handempty) (holding ?x))
+ (:action pick-up :parameters (?x) :precondition (and (clear ?x) (ontable ?x) (handempty))
+  :effect (and (not (ontable ?x)) (not (clear ?x)) (not (handempty)) (holding ?x)))
+ (:action stack :parameters (?x ?y) :precondition (and (holding ?x) (clear ?y))
+  :effect (and (not (holding ?x)) (not (clear ?y)) (clear ?x) (handempty) (on ?x ?y))))`
+
+func writeTask(t *testing.T, goal string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	d, p := filepath.Join(dir, "domain.pddl"), filepath.Join(dir, "problem.pddl")
+	prob := `(define (problem p) (:domain bw) (:objects a b c)
+ (:init (ontable a) (ontable b) (ontable c) (clear a) (clear b) (clear c) (handempty))
+ (:goal ` + goal + `))`
+	if err := os.WriteFile(d, []byte(tinyDomain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(prob), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return d, p
+}
+
+// validates checks a printed plan with the pddl package's own parser and
+// validator.
+func validates(t *testing.T, domain, problem string, planText string) int {
+	t.Helper()
+	task, _, err := pddl.LoadFiles(domain, problem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := pddl.ParsePlan("stdout", []byte(planText))
+	if err != nil {
+		t.Fatalf("printed plan does not parse: %v\n%s", err, planText)
+	}
+	if v := task.Validate(steps); !v.Valid || !v.GoalReached {
+		t.Fatalf("printed plan does not validate: %s%s\n%s", v.Error, v.GoalError, planText)
+	}
+	return len(steps)
+}
+
+func TestSolveCLI(t *testing.T) {
+	d, p := writeTask(t, "(and (on a b) (on b c))")
+	for _, c := range []struct{ search, heuristic string }{
+		{"gbfs", "ff"}, {"gbfs", "add"}, {"gbfs", "goalcount"}, {"astar", "lmcut"}, {"astar", "max"},
+	} {
+		out, errw, code := runNesy(t, "solve", "--domain", d, "--problem", p, "--search", c.search, "--heuristic", c.heuristic)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c, code, errw)
+		}
+		n := validates(t, d, p, out)
+		if c.search == "astar" && n != 4 { // pick-up b, stack b c, pick-up a, stack a b
+			t.Errorf("%v: %d steps, want the optimal 4", c, n)
+		}
+		jout, _, code := runNesy(t, "solve", "--domain", d, "--problem", p, "--search", c.search, "--heuristic", c.heuristic, "--json")
+		var res struct {
+			Solved   bool     `json:"solved"`
+			Plan     []string `json:"plan"`
+			Expanded *int     `json:"expanded"`
+			Seconds  *float64 `json:"seconds"`
+		}
+		if err := json.Unmarshal([]byte(jout), &res); err != nil || code != 0 {
+			t.Fatalf("%v --json: exit %d, %v: %q", c, code, err, jout)
+		}
+		if !res.Solved || res.Expanded == nil || res.Seconds == nil || len(res.Plan) != n {
+			t.Errorf("%v --json: %s", c, jout)
+		}
+		validates(t, d, p, strings.Join(res.Plan, "\n"))
+	}
+}
+
+func TestSolveCLIFailures(t *testing.T) {
+	d, p := writeTask(t, "(and (on a b) (on b a))")
+	for _, c := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"unsolvable", []string{"--domain", d, "--problem", p, "--json"}, 1, `"status":"unsolvable"`},
+		{"expansion limit", []string{"--domain", d, "--problem", p, "--json", "--max-expansions", "1"}, 1, `"status":"expansion limit"`},
+		{"bad heuristic", []string{"--domain", d, "--problem", p, "--heuristic", "nope"}, 2, `unknown heuristic "nope"`},
+		{"bad search", []string{"--domain", d, "--problem", p, "--search", "dfs"}, 2, `--search "dfs"`},
+		{"missing problem", []string{"--domain", d}, 2, "--problem is required"},
+		{"missing file", []string{"--domain", d, "--problem", p + ".none"}, 2, "problem"},
+	} {
+		out, errw, code := runNesy(t, append([]string{"solve"}, c.args...)...)
+		if code != c.code || !strings.Contains(out+errw, c.contains) {
+			t.Errorf("%s: exit %d (want %d), output %q %q (want %q)", c.name, code, c.code, out, errw, c.contains)
+		}
+		if c.code == 1 && strings.Contains(out, `"solved":true`) {
+			t.Errorf("%s: reported solved", c.name)
+		}
+	}
+}
+
+// TestSolveCLIALFWorld solves one ALFWorld game through the CLI, with the
+// domain embedded in the game file.
+func TestSolveCLIALFWorld(t *testing.T) {
+	games, _ := filepath.Glob(filepath.Join(testenv.Datasets(t), "alfworld", "valid_unseen", "pick_heat*", "*", "game.tw-pddl"))
+	if len(games) == 0 {
+		t.Fatal("no ALFWorld pick_heat game found")
+	}
+	out, errw, code := runNesy(t, "solve", "--problem", games[0])
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errw)
+	}
+	validates(t, "", games[0], out)
+}
