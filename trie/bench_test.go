@@ -3,10 +3,29 @@ package trie
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 )
+
+// cpuMeter reports the benchmark goroutine's thread CPU time per op as
+// "cpu-ns/op" (see threadCPU).
+type cpuMeter struct{ start time.Duration }
+
+func startCPU() cpuMeter {
+	runtime.LockOSThread()
+	t, _ := threadCPU()
+	return cpuMeter{t}
+}
+
+func (m cpuMeter) report(b *testing.B) {
+	t, ok := threadCPU()
+	runtime.UnlockOSThread()
+	if ok && b.N > 0 {
+		b.ReportMetric(float64((t-m.start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}
 
 // kitchenState returns the applicable action strings of an ALFWorld-sized
 // kitchen state (about 250 actions, as grounded ALFWorld states have
@@ -75,12 +94,15 @@ func BenchmarkNewIndex(b *testing.B) {
 		b.Run(family, func(b *testing.B) {
 			v := loadReal(b, family)
 			var x *Index
+			runtime.GC()
+			cpu := startCPU()
 			for b.Loop() {
 				var err error
 				if x, err = NewIndex(v.text, v.special, IndexOptions{EndTokens: v.end}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 			b.ReportMetric(float64(x.Nodes()), "nodes")
 			b.ReportMetric(float64(x.TextTokens()), "tokens")
 		})
@@ -99,12 +121,14 @@ func BenchmarkNewActionTrie(b *testing.B) {
 	}
 	i := 0
 	b.ReportAllocs()
+	cpu := startCPU()
 	for b.Loop() {
 		if _, err := NewActionTrie(Spec{Actions: states[i%len(states)], EndAllowed: true}); err != nil {
 			b.Fatal(err)
 		}
 		i++
 	}
+	cpu.report(b)
 	b.ReportMetric(float64(n)/float64(len(states)), "actions/state")
 }
 

@@ -38,54 +38,54 @@ func buildTree(keys [][]byte) tree {
 		total += len(k) - int(common[i])
 		prev = k
 	}
-	t := tree{
-		nodes:  make([]node, 1, total),
-		parent: make([]int32, 1, total),
-		label:  make([]byte, 1, total),
-	}
-	t.parent[0] = -1
+	// Locals rather than fields of t keep the hot loop free of write barriers.
+	nodes := make([]node, total)
+	parent := make([]int32, total)
+	label := make([]byte, total)
+	parent[0] = -1
+	n := int32(1)                 // nodes made so far
 	stack := make([]int32, 1, 64) // stack[d] is the node at depth d on the current key's path
 	for i, k := range keys {
 		l := int(common[i])
 		for len(stack)-1 > l {
-			t.nodes[stack[len(stack)-1]].hi = int32(i)
+			nodes[stack[len(stack)-1]].hi = int32(i)
 			stack = stack[:len(stack)-1]
 		}
 		for d := l; d < len(k); d++ {
-			c := int32(len(t.nodes))
-			t.nodes = append(t.nodes, node{lo: int32(i), exact: int32(i)})
-			t.parent = append(t.parent, stack[len(stack)-1])
-			t.label = append(t.label, k[d])
-			stack = append(stack, c)
+			nodes[n] = node{lo: int32(i), exact: int32(i)}
+			parent[n] = stack[len(stack)-1]
+			label[n] = k[d]
+			stack = append(stack, n)
+			n++
 		}
 		// Keys equal to this path come first among the keys below it, so every
 		// key since lo equals it.
-		t.nodes[stack[len(stack)-1]].exact = int32(i + 1)
+		nodes[stack[len(stack)-1]].exact = int32(i + 1)
 	}
-	for _, n := range stack {
-		t.nodes[n].hi = int32(len(keys))
+	for _, s := range stack {
+		nodes[s].hi = int32(len(keys))
 	}
 	// Group the edges by parent (a counting sort). Children were created in
 	// increasing byte order per parent, so each group comes out sorted.
-	for c := 1; c < len(t.nodes); c++ {
-		t.nodes[t.parent[c]].nEdges++
+	for c := 1; c < total; c++ {
+		nodes[parent[c]].nEdges++
 	}
 	next := int32(0)
-	for i := range t.nodes {
-		t.nodes[i].edges = next
-		next += t.nodes[i].nEdges
+	for i := range nodes {
+		nodes[i].edges = next
+		next += nodes[i].nEdges
 	}
-	t.edgeByte = make([]byte, len(t.nodes)-1)
-	t.edgeNode = make([]int32, len(t.nodes)-1)
-	fill := make([]int32, len(t.nodes))
-	for c := 1; c < len(t.nodes); c++ {
-		p := t.parent[c]
-		e := t.nodes[p].edges + fill[p]
+	edgeByte := make([]byte, total-1)
+	edgeNode := make([]int32, total-1)
+	fill := make([]int32, total) // edges placed so far, per parent
+	for c := 1; c < total; c++ {
+		p := parent[c]
+		e := nodes[p].edges + fill[p]
 		fill[p]++
-		t.edgeByte[e] = t.label[c]
-		t.edgeNode[e] = int32(c)
+		edgeByte[e] = label[c]
+		edgeNode[e] = int32(c)
 	}
-	return t
+	return tree{nodes: nodes, edgeByte: edgeByte, edgeNode: edgeNode, parent: parent, label: label}
 }
 
 // child returns the child of n along byte b, or -1.
