@@ -1,0 +1,309 @@
+package decoder
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/lexicon"
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/trie"
+)
+
+// fullRun reports whether the long version of the dataset-wide tests was
+// asked for (NESY_FULL=1).
+func fullRun() bool { return os.Getenv("NESY_FULL") == "1" }
+
+// randomWalk follows the constraint with uniformly random token choices
+// (end tokens, when allowed, with probability pEnd) until the plan ends,
+// checking at every step that the allowed set is non-empty on open cursors,
+// that AdvanceToken agrees with Advance, and that completed actions are
+// applicable. It returns the final cursor and the tokens written.
+func randomWalk(t *testing.T, sp *Space, r *rand.Rand, pEnd float64) (Cursor, []int32) {
+	t.Helper()
+	c, err := sp.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set trie.Set
+	var toks []int32
+	for steps := 0; !c.Ended(); steps++ {
+		if steps > 100000 {
+			t.Fatal("walk does not end")
+		}
+		sp.Allowed(c, &set)
+		if set.Len() == 0 {
+			t.Fatalf("open cursor with no allowed token at state with %d actions, partial %q", c.NumApplicable(), c.Partial())
+		}
+		i := r.IntN(set.Len())
+		if pEnd > 0 && set.Next[set.Len()-1] == trie.EndToken && r.Float64() < pEnd {
+			i = set.Len() - 1
+		}
+		next, err := sp.Advance(c, set.Next[i])
+		if err != nil {
+			t.Fatalf("Advance: %v", err)
+		}
+		byTok, err := sp.AdvanceToken(c, set.IDs[i])
+		if err != nil {
+			t.Fatalf("AdvanceToken(%d %q): %v", set.IDs[i], sp.Index().Text(set.IDs[i]), err)
+		}
+		if byTok.Node() != next.Node() || !byTok.State().Equal(next.State()) || byTok.EndReason() != next.EndReason() {
+			t.Fatalf("AdvanceToken and Advance disagree on token %q", sp.Index().Text(set.IDs[i]))
+		}
+		if a, ok := next.Completed(); ok {
+			if !sp.Task().IsApplicable(c.State(), a) {
+				t.Fatalf("completed action %s is not applicable", sp.Task().Actions[a].String())
+			}
+			if next.Len() != c.Len()+1 || next.LastAction() != a {
+				t.Fatalf("plan length %d after %d, last %d want %d", next.Len(), c.Len(), next.LastAction(), a)
+			}
+		}
+		toks = append(toks, set.IDs[i])
+		c = next
+	}
+	return c, toks
+}
+
+// TestRandomConstrainedWalksValidate follows the constraint with random
+// token choices on real tasks and real vocabularies: every plan it allows
+// must validate, and the cursor's states and goal flag must match the
+// validator's. NESY_FULL=1 runs every task with more seeds.
+func TestRandomConstrainedWalksValidate(t *testing.T) {
+	perDataset, seeds := 6, 3
+	if fullRun() {
+		perDataset, seeds = 0, 10
+	}
+	tasks := datasetTasks(t, perDataset)
+	policies := []SpaceOptions{
+		{MaxActions: 12},
+		{MaxActions: 12, EndPolicy: EndAtGoal},
+		{MaxActions: 8, StopAtGoal: true, End: "done\n"},
+	}
+	plans := 0
+	for _, family := range []string{"qwen3", "llama2"} {
+		idx := realIndex(t, family)
+		for pi, opts := range policies {
+			t.Run(fmt.Sprintf("%s/policy%d", family, pi), func(t *testing.T) {
+				for ti, tt := range tasks {
+					sp, err := NewSpace(idx, tt.lex, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for seed := range seeds {
+						r := rand.New(rand.NewPCG(uint64(seed), uint64(ti*31+pi)))
+						c, toks := randomWalk(t, sp, r, 0.05)
+						checkEnded(t, tt, sp, c)
+						if c.EndReason() != EndedByToken && c.EndReason() != DeadEnd {
+							// The text the model wrote spells the plan: replay it.
+							text := []byte{}
+							for _, id := range toks {
+								text = append(text, sp.Index().Text(id)...)
+							}
+							re, _ := sp.Start()
+							re, n, err := sp.AdvanceText(re, text)
+							if err != nil || n != len(text) || !slices0Equal(re.Plan(), c.Plan()) {
+								t.Fatalf("%s: replaying %q: %v (consumed %d of %d)", tt.name, text, err, n, len(text))
+							}
+						}
+						plans++
+					}
+				}
+			})
+		}
+	}
+	t.Logf("%d random constrained plans validated", plans)
+}
+
+// checkEnded validates an ended cursor's plan from its printed text and
+// checks the end reason against the options.
+func checkEnded(t *testing.T, tt testTask, sp *Space, c Cursor) {
+	t.Helper()
+	lines := sp.PlanLines(c)
+	res := validatePlanText(t, tt.task(), lines)
+	if !res.Valid {
+		t.Fatalf("%s: constrained plan invalid: %s\n%s", tt.name, res.Error, strings.Join(lines, "\n"))
+	}
+	if res.GoalReached != c.GoalReached() {
+		t.Fatalf("%s: validator goal %v, cursor goal %v", tt.name, res.GoalReached, c.GoalReached())
+	}
+	if !res.States[len(res.States)-1].Equal(c.State()) {
+		t.Fatalf("%s: final state differs from the validator's", tt.name)
+	}
+	opts := sp.Options()
+	switch c.EndReason() {
+	case EndedByToken, EndedByMarker:
+		if opts.EndPolicy == EndAtGoal && !c.GoalReached() {
+			t.Fatalf("%s: ended by %v without the goal under EndAtGoal", tt.name, c.EndReason())
+		}
+	case EndedAtGoal:
+		if !opts.StopAtGoal || !c.GoalReached() {
+			t.Fatalf("%s: ended at goal wrongly", tt.name)
+		}
+	case EndedAtMaxActions:
+		if c.Len() != opts.MaxActions {
+			t.Fatalf("%s: ended at max actions with %d actions", tt.name, c.Len())
+		}
+	case DeadEnd:
+		if c.NumApplicable() != 0 {
+			t.Fatalf("%s: dead end with %d applicable actions", tt.name, c.NumApplicable())
+		}
+	default:
+		t.Fatalf("%s: end reason %v", tt.name, c.EndReason())
+	}
+	if opts.MaxActions > 0 && c.Len() > opts.MaxActions {
+		t.Fatalf("%s: %d actions exceed MaxActions %d", tt.name, c.Len(), opts.MaxActions)
+	}
+}
+
+func slices0Equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestReferencePlansFollowConstraint writes the datasets' reference plans
+// (PlanBench, VirtualHome) in the lexicon's words through AdvanceText: the
+// constraint must accept every one and end at the goal.
+func TestReferencePlansFollowConstraint(t *testing.T) {
+	n := 25
+	if fullRun() {
+		n = 0
+	}
+	idx := realIndex(t, "qwen3")
+	checked := 0
+	for _, tt := range datasetTasks(t, n) {
+		if tt.gold == nil {
+			continue
+		}
+		task := tt.task()
+		steps, err := pddl.ParsePlan(tt.name, []byte(strings.Join(tt.gold, "\n")))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if r := task.Validate(steps); !r.GoalReached {
+			continue // a reference plan the task itself rejects says nothing about the constraint
+		}
+		var text strings.Builder
+		s := task.Init
+		for _, st := range steps {
+			next, a, err := task.Execute(s, st.Name, st.Args)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			text.WriteString(tt.lex.Text(a) + "\n")
+			s = next
+		}
+		sp, err := NewSpace(idx, tt.lex, SpaceOptions{StopAtGoal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := sp.Start()
+		c, used, err := sp.AdvanceText(c, []byte(text.String()))
+		if err != nil {
+			t.Fatalf("%s: reference plan rejected after %d bytes: %v\n%s", tt.name, used, err, text.String())
+		}
+		if c.EndReason() != EndedAtGoal {
+			t.Fatalf("%s: reference plan ends with %v, goal %v", tt.name, c.EndReason(), c.GoalReached())
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no reference plan checked")
+	}
+	t.Logf("%d reference plans accepted", checked)
+}
+
+// oneShotPDDL is a task whose single action can be taken once, after which
+// nothing applies and the goal (unreachable) is false: a dead end.
+const oneShotDomain = `(define (domain oneshot) (:requirements :strips :negative-preconditions)
+  (:predicates (used) (won))
+  (:action press :parameters () :precondition (not (used)) :effect (used)))`
+
+const oneShotProblem = `(define (problem p) (:domain oneshot) (:init) (:goal (won)))`
+
+func oneShotTask(t *testing.T) *lexicon.Bound {
+	t.Helper()
+	d, _, err := pddl.ParseDomain("d.pddl", []byte(oneShotDomain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := pddl.ParseProblem("p.pddl", []byte(oneShotProblem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := pddl.Ground(d, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&lexicon.Lexicon{}).Bind(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEndsAndDeadEnds pins down how plans end: by end token, end marker,
+// at the goal, at the action limit, and at a dead end, depending on the
+// options.
+func TestEndsAndDeadEnds(t *testing.T) {
+	idx := realIndex(t, "qwen3")
+	lex := oneShotTask(t)
+	eos := idx.EndTokens()[0]
+	tests := []struct {
+		name    string
+		opts    SpaceOptions
+		text    string
+		eos     bool // then write an end token
+		want    EndReason
+		wantErr error
+	}{
+		{"end token any time", SpaceOptions{}, "press\n", true, EndedByToken, nil},
+		{"end token before any action", SpaceOptions{}, "", true, EndedByToken, nil},
+		{"dead end when only the goal may end", SpaceOptions{EndPolicy: EndAtGoal}, "press\n", false, DeadEnd, nil},
+		{"end token refused before the goal", SpaceOptions{EndPolicy: EndAtGoal}, "", true, NotEnded, ErrNotAllowed},
+		{"max actions", SpaceOptions{MaxActions: 1}, "press\n", false, EndedAtMaxActions, nil},
+		{"end marker", SpaceOptions{End: "done\n"}, "press\ndone\n", false, EndedByMarker, nil},
+		{"text past the end", SpaceOptions{End: "done\n"}, "done\npress\n", false, EndedByMarker, ErrEnded},
+		{"off the constraint", SpaceOptions{}, "pres!", false, NotEnded, ErrNotAllowed},
+		{"no end token mid-action", SpaceOptions{}, "pre", true, NotEnded, ErrNotAllowed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sp, err := NewSpace(idx, lex, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := sp.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, err = sp.AdvanceText(c, []byte(tc.text))
+			if err == nil && tc.eos {
+				c, err = sp.AdvanceToken(c, eos)
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if c.EndReason() != tc.want {
+				t.Fatalf("end %v, want %v", c.EndReason(), tc.want)
+			}
+			var set trie.Set
+			sp.Allowed(c, &set)
+			if c.Ended() != (set.Len() == 0) {
+				t.Fatalf("ended %v but %d tokens allowed", c.Ended(), set.Len())
+			}
+			if c.DeadEnd() != (tc.want == DeadEnd) {
+				t.Fatalf("DeadEnd() = %v", c.DeadEnd())
+			}
+		})
+	}
+}
