@@ -39,23 +39,23 @@ import (
 type Decoding int
 
 const (
-	// DecodeRaw: the token string is its own bytes (WordPiece, WordLevel and
+	// Raw: the token string is its own bytes (WordPiece, WordLevel and
 	// unknown layouts).
-	DecodeRaw Decoding = iota
-	// DecodeBytes: byte-level BPE; every rune is one byte through GPT-2's
+	Raw Decoding = iota
+	// ByteLevel: byte-level BPE; every rune is one byte through GPT-2's
 	// bytes_to_unicode table (see DecodeByteLevel).
-	DecodeBytes
-	// DecodePieces: SentencePiece pieces; "▁" is a space and "<0xNN>" is one
+	ByteLevel
+	// SentencePiece: SentencePiece pieces; "▁" is a space and "<0xNN>" is one
 	// raw byte (see DecodeSentencePiece).
-	DecodePieces
+	SentencePiece
 )
 
 // String names the decoding.
 func (d Decoding) String() string {
 	switch d {
-	case DecodeBytes:
+	case ByteLevel:
 		return "byte-level"
-	case DecodePieces:
+	case SentencePiece:
 		return "sentencepiece"
 	default:
 		return "raw"
@@ -453,7 +453,7 @@ func (t *Tokenizer) index(vocab map[string]int32) (used []bool, err error) {
 func (t *Tokenizer) detectDecoding() Decoding {
 	for _, s := range t.PreTokenizer {
 		if s.Type == "ByteLevel" {
-			return DecodeBytes
+			return ByteLevel
 		}
 	}
 	var dec struct {
@@ -473,20 +473,20 @@ func (t *Tokenizer) detectDecoding() Decoding {
 	for _, ty := range types {
 		switch ty {
 		case "ByteLevel":
-			return DecodeBytes
+			return ByteLevel
 		case "Metaspace", "ByteFallback", "Replace":
-			return DecodePieces
+			return SentencePiece
 		}
 	}
 	for _, s := range t.PreTokenizer {
 		if s.Type == "Metaspace" {
-			return DecodePieces
+			return SentencePiece
 		}
 	}
 	if t.ByteFallback || t.Model == "Unigram" {
-		return DecodePieces
+		return SentencePiece
 	}
-	return DecodeRaw
+	return Raw
 }
 
 // flattenSteps parses a normalizer or pre-tokenizer object, expanding
@@ -621,7 +621,7 @@ func (t *Tokenizer) classify(used []bool) {
 			ty = TypeControl
 		case t.added[id] >= 0:
 			ty = TypeUserDefined
-		case t.Decoding == DecodePieces && isByteToken(s):
+		case t.Decoding == SentencePiece && isByteToken(s):
 			ty = TypeByte
 		}
 		t.types[id] = ty
@@ -662,9 +662,9 @@ const (
 // "bert" for WordPiece, or "" when there is none.
 func (t *Tokenizer) GGUFModel() string {
 	switch {
-	case t.Decoding == DecodeBytes && t.Model == "BPE":
+	case t.Decoding == ByteLevel && t.Model == "BPE":
 		return "gpt2"
-	case t.Decoding == DecodePieces:
+	case t.Decoding == SentencePiece:
 		return "llama"
 	case t.Model == "WordPiece":
 		return "bert"
@@ -723,9 +723,9 @@ func (t *Tokenizer) DecodeToken(id int32) []byte {
 		return nil
 	}
 	switch t.Decoding {
-	case DecodeBytes:
+	case ByteLevel:
 		return DecodeByteLevel(s)
-	case DecodePieces:
+	case SentencePiece:
 		return DecodeSentencePiece(s)
 	}
 	return []byte(s)

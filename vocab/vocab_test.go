@@ -50,7 +50,7 @@ func TestParseByteLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.Decoding != DecodeBytes || tok.GGUFModel() != "gpt2" || !tok.IgnoreMerges {
+	if tok.Decoding != ByteLevel || tok.GGUFModel() != "gpt2" || !tok.IgnoreMerges {
 		t.Errorf("decoding %v, gguf model %q, ignore merges %v", tok.Decoding, tok.GGUFModel(), tok.IgnoreMerges)
 	}
 	if tok.Size() != 7 || tok.ModelVocabSize() != 5 {
@@ -88,7 +88,7 @@ func TestParseSentencePiece(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.Decoding != DecodePieces || tok.GGUFModel() != "llama" || tok.GGUFPre() != "default" || !tok.ByteFallback {
+	if tok.Decoding != SentencePiece || tok.GGUFModel() != "llama" || tok.GGUFPre() != "default" || !tok.ByteFallback {
 		t.Errorf("decoding %v gguf %q/%q", tok.Decoding, tok.GGUFModel(), tok.GGUFPre())
 	}
 	if len(tok.Normalizer) != 2 || tok.Normalizer[0].Type != "Prepend" || tok.Normalizer[0].Content != "▁" ||
@@ -122,7 +122,7 @@ func TestParseUnigramAndGaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.Decoding != DecodePieces || tok.PreTokenizer[0].Content != "▁" || tok.PreTokenizer[0].PrependScheme != "always" {
+	if tok.Decoding != SentencePiece || tok.PreTokenizer[0].Content != "▁" || tok.PreTokenizer[0].PrependScheme != "always" {
 		t.Errorf("decoding %v, pre %+v", tok.Decoding, tok.PreTokenizer)
 	}
 	d := tok.Decoded()
@@ -241,10 +241,10 @@ func TestRealTokenizers(t *testing.T) {
 		model    string
 		pre      string
 	}{
-		{"qwen3", DecodeBytes, "gpt2", "qwen2"},
-		{"llama3", DecodeBytes, "gpt2", "llama-bpe"},
-		{"llama2", DecodePieces, "llama", "default"},
-		{"gemma3", DecodePieces, "llama", "default"},
+		{"qwen3", ByteLevel, "gpt2", "qwen2"},
+		{"llama3", ByteLevel, "gpt2", "llama-bpe"},
+		{"llama2", SentencePiece, "llama", "default"},
+		{"gemma3", SentencePiece, "llama", "default"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.family, func(t *testing.T) {
@@ -293,7 +293,7 @@ func TestRealTokenizers(t *testing.T) {
 					if string(d.Text[id]) != s {
 						t.Errorf("special %d: text %q, want literal %q", id, d.Text[id], s)
 					}
-				case tok.Decoding == DecodeBytes && ty == TypeNormal:
+				case tok.Decoding == ByteLevel && ty == TypeNormal:
 					if EncodeByteLevel(d.Text[id]) != s {
 						t.Fatalf("id %d %q does not round-trip: %q", id, s, d.Text[id])
 					}
@@ -302,13 +302,13 @@ func TestRealTokenizers(t *testing.T) {
 						t.Fatalf("byte token %d %q decodes to %q", id, s, d.Text[id])
 					}
 					byteTokens[d.Text[id][0]] = true
-				case tok.Decoding == DecodePieces:
+				case tok.Decoding == SentencePiece:
 					if string(d.Text[id]) != strings.ReplaceAll(s, "▁", " ") || bytes.Contains(d.Text[id], []byte("▁")) {
 						t.Fatalf("piece %d %q decodes to %q", id, s, d.Text[id])
 					}
 				}
 			}
-			if tok.Decoding == DecodePieces && len(byteTokens) != 256 {
+			if tok.Decoding == SentencePiece && len(byteTokens) != 256 {
 				t.Errorf("byte-fallback tokens cover %d bytes, want 256", len(byteTokens))
 			}
 		})
