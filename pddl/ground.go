@@ -40,6 +40,7 @@ const (
 type typeSet struct {
 	member []bool
 	list   []int32
+	names  []string // object names of list (filled when grounding ends)
 }
 
 // gatom is an atom of the store: a predicate id and object ids.
@@ -1157,6 +1158,12 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 	}
 	for _, c := range goal {
 		t.Goal = append(t.Goal, conj(c))
+	}
+	for _, ts := range g.typeSets {
+		ts.names = make([]string, len(ts.list))
+		for i, o := range ts.list {
+			ts.names[i] = g.objNames[o]
+		}
 	}
 	t.lifted = &lifted{d: g.d, p: g.p, types: g.types, objIndex: g.objIndex, typeSets: g.typeSets, static: map[string]bool{}}
 	for _, f := range t.Static {

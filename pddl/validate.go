@@ -162,6 +162,11 @@ func (l *lifted) hasType(o int32, types []string) bool {
 
 // objectsOf lists the objects of any of the types, in id order.
 func (l *lifted) objectsOf(types []string, names []string) []string {
+	if len(types) == 1 {
+		if ts, ok := l.typeSets[types[0]]; ok {
+			return ts.names
+		}
+	}
 	var out []string
 	for o := range names {
 		if l.hasType(int32(o), types) {
@@ -179,15 +184,15 @@ type evaluator struct {
 }
 
 func (e *evaluator) atom(pred string, args []Term, env map[string]string) bool {
-	f := Fact{Predicate: pred, Args: make([]string, len(args))}
-	for i, a := range args {
-		if v, ok := env[a.Name]; ok && a.Var {
-			f.Args[i] = v
-		} else {
-			f.Args[i] = a.Name
-		}
+	var b strings.Builder
+	b.WriteByte('(')
+	b.WriteString(pred)
+	for _, a := range args {
+		b.WriteByte(' ')
+		b.WriteString(e.term(a, env))
 	}
-	k := f.String()
+	b.WriteByte(')')
+	k := b.String()
 	if e.t.lifted.static[k] {
 		return true
 	}
@@ -204,23 +209,25 @@ func (e *evaluator) term(a Term, env map[string]string) string {
 	return a.Name
 }
 
-func bind(env map[string]string, v string, o string) map[string]string {
-	n := make(map[string]string, len(env)+1)
-	for k, x := range env {
-		n[k] = x
-	}
-	n[v] = o
-	return n
-}
-
-// forAll calls fn with env extended by every binding of vars; it stops and
-// returns false when fn does.
+// forAll calls fn with env extended by every binding of vars (env is
+// modified in place and restored; fn must not keep it); it stops and returns
+// false when fn does.
 func (e *evaluator) forAll(vars []TypedName, env map[string]string, fn func(map[string]string) bool) bool {
 	if len(vars) == 0 {
 		return fn(env)
 	}
+	v := vars[0].Name
+	old, had := env[v]
+	defer func() {
+		if had {
+			env[v] = old
+		} else {
+			delete(env, v)
+		}
+	}()
 	for _, o := range e.t.lifted.objectsOf(vars[0].Types, e.t.Objects) {
-		if !e.forAll(vars[1:], bind(env, vars[0].Name, o), fn) {
+		env[v] = o
+		if !e.forAll(vars[1:], env, fn) {
 			return false
 		}
 	}
@@ -254,11 +261,76 @@ func (e *evaluator) holds(f *Formula, env map[string]string) bool {
 	case FImply:
 		return !e.holds(f.Sub[0], env) || e.holds(f.Sub[1], env)
 	case FExists:
-		return !e.forAll(f.Vars, env, func(env map[string]string) bool { return !e.holds(f.Sub[0], env) })
+		return e.exists(f, env)
 	case FForall:
 		return e.forAll(f.Vars, env, func(env map[string]string) bool { return e.holds(f.Sub[0], env) })
 	}
 	return false
+}
+
+// exists evaluates an existential formula, checking each conjunct of its
+// body as soon as the variables it uses are bound.
+func (e *evaluator) exists(f *Formula, env map[string]string) bool {
+	body := f.Sub[0]
+	conj := []*Formula{body}
+	if body.Kind == FAnd {
+		conj = body.Sub
+	}
+	at := make([][]*Formula, len(f.Vars)+1)
+	for _, c := range conj {
+		free := map[string]bool{}
+		freeVars(c, nil, free)
+		last := 0
+		for i, v := range f.Vars {
+			if free[v.Name] {
+				last = i + 1
+			}
+		}
+		at[last] = append(at[last], c)
+	}
+	var rec func(k int) bool
+	rec = func(k int) bool {
+		for _, c := range at[k] {
+			if !e.holds(c, env) {
+				return false
+			}
+		}
+		if k == len(f.Vars) {
+			return true
+		}
+		found := false
+		e.forAll(f.Vars[k:k+1], env, func(env map[string]string) bool {
+			found = rec(k + 1)
+			return !found
+		})
+		return found
+	}
+	return rec(0)
+}
+
+// freeVars adds the free variables of f (those not in bound) to out.
+func freeVars(f *Formula, bound map[string]bool, out map[string]bool) {
+	switch f.Kind {
+	case FAtom, FEqual:
+		for _, a := range f.Args {
+			if a.Var && !bound[a.Name] {
+				out[a.Name] = true
+			}
+		}
+	case FExists, FForall:
+		inner := map[string]bool{}
+		for k := range bound {
+			inner[k] = true
+		}
+		for _, v := range f.Vars {
+			inner[v.Name] = true
+		}
+		freeVars(f.Sub[0], inner, out)
+	default:
+		for _, s := range f.Sub {
+			freeVars(s, bound, out)
+		}
+	}
 }
 
 // why explains why f, known to be false under env, is false: the first

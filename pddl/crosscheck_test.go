@@ -1,0 +1,216 @@
+package pddl
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+)
+
+// This test checks grounding, successor generation, Apply and the goal test
+// against a direct interpretation of the lifted PDDL (the AST evaluated on
+// states by brute force over parameter bindings), on random walks over real
+// tasks of every dataset.
+
+// liftedApplicable enumerates parameter bindings of every schema, pruning
+// with top-level conjuncts as soon as their variables are bound, and returns
+// "name a b" of every binding whose precondition holds in s.
+func liftedApplicable(t *Task, s State) map[string]bool {
+	ev := &evaluator{t: t, s: s}
+	out := map[string]bool{}
+	for _, a := range t.lifted.d.Actions {
+		var conj []*Formula
+		if a.Pre != nil {
+			if a.Pre.Kind == FAnd {
+				conj = a.Pre.Sub
+			} else {
+				conj = []*Formula{a.Pre}
+			}
+		}
+		// checkAt[k]: conjuncts whose last free parameter is parameter k.
+		checkAt := make([][]*Formula, len(a.Params)+1)
+		for _, c := range conj {
+			vars := map[string]bool{}
+			freeVars(c, nil, vars)
+			last := 0
+			for i, p := range a.Params {
+				if vars[p.Name] {
+					last = i + 1
+				}
+			}
+			checkAt[last] = append(checkAt[last], c)
+		}
+		env := map[string]string{}
+		args := make([]string, len(a.Params))
+		var rec func(k int)
+		rec = func(k int) {
+			for _, c := range checkAt[k] {
+				if !ev.holds(c, env) {
+					return
+				}
+			}
+			if k == len(a.Params) {
+				out[a.Name+" "+strings.Join(args, " ")] = true
+				return
+			}
+			for _, o := range t.lifted.objectsOf(a.Params[k].Types, t.Objects) {
+				env[a.Params[k].Name] = o
+				args[k] = o
+				rec(k + 1)
+			}
+			delete(env, a.Params[k].Name)
+		}
+		rec(0)
+	}
+	return out
+}
+
+// liftedApply applies schema a under env to s by interpreting its effect.
+func liftedApply(t *Task, a *ActionSchema, env map[string]string, s State) []string {
+	ev := &evaluator{t: t, s: s}
+	adds, dels := map[string]bool{}, map[string]bool{}
+	var walk func(e *Effect, env map[string]string)
+	walk = func(e *Effect, env map[string]string) {
+		if e == nil {
+			return
+		}
+		switch e.Kind {
+		case EAnd:
+			for _, x := range e.Sub {
+				walk(x, env)
+			}
+		case EAdd, EDel:
+			f := Fact{Predicate: e.Pred}
+			for _, x := range e.Args {
+				f.Args = append(f.Args, ev.term(x, env))
+			}
+			if e.Kind == EAdd {
+				adds[f.String()] = true
+			} else {
+				dels[f.String()] = true
+			}
+		case EForall:
+			ev.forAll(e.Vars, env, func(env map[string]string) bool { walk(e.Sub[0], env); return true })
+		case EWhen:
+			if ev.holds(e.Cond, env) {
+				walk(e.Sub[0], env)
+			}
+		}
+	}
+	walk(a.Effect, env)
+	var out []string
+	for _, f := range s.Facts() {
+		k := t.Facts[f].String()
+		if !dels[k] || adds[k] {
+			out = append(out, k)
+		}
+	}
+	for k := range adds {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func stateStrings(t *Task, s State) []string {
+	var out []string
+	for _, f := range s.Facts() {
+		out = append(out, t.Facts[f].String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func crossCheckWalk(t *testing.T, task *Task, name string, steps int, rng *rand.Rand) {
+	t.Helper()
+	s := task.Init
+	for step := 0; step <= steps; step++ {
+		app := task.Applicable(s, nil)
+		got := map[string]bool{}
+		for _, a := range app {
+			got[task.Actions[a].Name+" "+strings.Join(task.Actions[a].Args, " ")] = true
+		}
+		// Applicable agrees with a scan of all ground preconditions.
+		var scan []int
+		for a := range task.Actions {
+			if task.IsApplicable(s, a) {
+				scan = append(scan, a)
+			}
+		}
+		if !slices.Equal(app, scan) {
+			t.Fatalf("%s step %d: Applicable %v, scan %v", name, step, app, scan)
+		}
+		want := liftedApplicable(task, s)
+		for k := range want {
+			if !got[k] {
+				t.Fatalf("%s step %d: (%s) applicable in the lifted task but not grounded as applicable\nstate:\n%s", name, step, k, task.FormatState(s, false))
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				t.Fatalf("%s step %d: ground action (%s) applicable but its lifted precondition is false", name, step, k)
+			}
+		}
+		ev := &evaluator{t: task, s: s}
+		if g := ev.holds(task.lifted.p.Goal, map[string]string{}); g != task.GoalReached(s) {
+			t.Fatalf("%s step %d: GoalReached %v, lifted goal %v", name, step, task.GoalReached(s), g)
+		}
+		if len(app) == 0 || step == steps {
+			return
+		}
+		a := app[rng.IntN(len(app))]
+		act := &task.Actions[a]
+		schema := task.lifted.d.Action(act.Name)
+		env := map[string]string{}
+		for i, p := range schema.Params {
+			env[p.Name] = act.Args[i]
+		}
+		next := task.Apply(s, a)
+		if w, g := liftedApply(task, schema, env, s), stateStrings(task, next); !slices.Equal(w, g) {
+			t.Fatalf("%s step %d: applying %s:\nground %v\nlifted %v", name, step, act, g, w)
+		}
+		s = next
+	}
+}
+
+func TestGroundingAgreesWithLiftedSemantics(t *testing.T) {
+	ds := testenv.Datasets(t)
+	type tc struct{ domain, problem string }
+	var cases []tc
+	// add takes every stride-th problem matching pattern, at most n.
+	add := func(domain string, pattern string, stride, n int) {
+		ps, _ := filepath.Glob(filepath.Join(ds, pattern))
+		sort.Strings(ps)
+		ps = slices.DeleteFunc(ps, func(p string) bool { return filepath.Base(p) == "domain.pddl" })
+		if len(ps) == 0 {
+			t.Fatalf("no problems match %s", pattern)
+		}
+		for i := 0; i < len(ps) && i/stride < n; i += stride {
+			cases = append(cases, tc{domain, ps[i]})
+		}
+	}
+	add(filepath.Join(ds, "planbench-blocksworld/domain.pddl"), "planbench-blocksworld/instances/*.pddl", 50, 10)
+	add("", "alfworld/valid_unseen/*/*/game.tw-pddl", 11, 13)
+	add(filepath.Join(ds, "virtualhome/virtualhome.pddl"), "virtualhome/problems/*/*.pddl", 3, 120)
+	for _, d := range []string{"blocks", "gripper", "logistics00", "depot", "miconic", "rovers", "satellite", "elevators-opt08-strips", "sokoban-opt08-strips", "visitall-opt11-strips"} {
+		add(filepath.Join(ds, "ipc", d, "domain.pddl"), "ipc/"+d+"/*.pddl", 7, 2)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 0
+	for _, c := range cases {
+		task, _, err := LoadFiles(c.domain, c.problem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(ds, c.problem)
+		crossCheckWalk(t, task, rel, 25, rng)
+		n++
+	}
+	t.Logf("%d tasks checked", n)
+}
