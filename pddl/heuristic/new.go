@@ -9,8 +9,8 @@ import (
 	"github.com/nesy-dev/nesy/pddl"
 )
 
-// Names lists the base heuristic names New accepts (besides mix).
-var Names = []string{"ff", "add", "max", "lmcut", "goalcount", "blind"}
+// Names returns the base heuristic names New accepts (besides mix).
+func Names() []string { return []string{"ff", "add", "max", "lmcut", "goalcount", "blind"} }
 
 // DefaultMix is the specification "mix" without arguments stands for: the
 // mean of h_FF and LM-cut.
@@ -153,7 +153,7 @@ func (b *builder) base(s string) (Heuristic, error) {
 		return &GoalCount{t: b.t}, nil
 	case "ff", "hff", "add", "hadd", "max", "hmax", "lmcut", "lm-cut", "blind":
 	default:
-		return nil, fmt.Errorf("unknown heuristic %q (want one of %s, or mix(...))", name, strings.Join(Names, ", "))
+		return nil, fmt.Errorf("unknown heuristic %q (want one of %s, or mix(...))", name, strings.Join(Names(), ", "))
 	}
 	r, err := b.relaxed(unit)
 	if err != nil {

@@ -176,3 +176,37 @@ func TestPlanBenchGBFS(t *testing.T) {
 		t.Run(filepath.Base(p), func(t *testing.T) { gbfsSolves(t, filepath.Join(dir, "domain.pddl"), p) })
 	}
 }
+
+// BenchmarkALFWorldGBFS solves six ALFWorld tasks (spread over the task
+// types) with GBFS + h_FF per iteration.
+func BenchmarkALFWorldGBFS(b *testing.B) {
+	dir := filepath.Join(testenv.Datasets(b), "alfworld")
+	games, _ := filepath.Glob(filepath.Join(dir, "valid_unseen", "*", "*", "game.tw-pddl"))
+	if len(games) == 0 {
+		b.Fatal("no ALFWorld games found")
+	}
+	sort.Strings(games)
+	var tasks []*pddl.Task
+	for i := 0; i < 6; i++ {
+		tasks = append(tasks, load(b, filepath.Join(dir, "alfred.pddl"), games[i*len(games)/6]))
+	}
+	hs := make([]heuristic.Heuristic, len(tasks))
+	for i, task := range tasks {
+		h, err := heuristic.New("ff", task)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs[i] = h
+	}
+	expanded := 0
+	for b.Loop() {
+		for i, task := range tasks {
+			res, err := search.Solve(context.Background(), task, search.Options{Heuristic: hs[i]})
+			if err != nil || res.Status != search.Solved {
+				b.Fatalf("%s: %v %v", task.ProblemName, res.Status, err)
+			}
+			expanded += res.Expanded
+		}
+	}
+	b.ReportMetric(float64(expanded)/float64(b.N), "expanded/op")
+}
