@@ -2,16 +2,118 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nesy-dev/nesy/models/gguf"
 )
 
 func newMkmodelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "mkmodel",
-		Short: "not implemented yet",
+	var (
+		arch, out, tokenizer, dtype, name string
+		seed                              uint64
+		ctx, layers, embd, ffn, heads     int
+		kvHeads, headDim, vocabSize       int
+		reference, tied                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "mkmodel --out F.gguf [--arch llama|qwen3] [--seed N] [--tokenizer tokenizer.json]",
+		Short: "Write a tiny random-weight GGUF model for tests and demos",
+		Long: `mkmodel writes a random-weight GGUF model that loads in nesy (and in Ollama or
+llama.cpp) like a real one: llama with a SentencePiece vocabulary (byte
+fallback), or qwen3 with a byte-level BPE vocabulary (qwen2 pre-tokenizer and
+merges). Without --tokenizer the vocabulary is a small synthetic one; with it,
+the real vocabulary, merges, special tokens and chat template of a Hugging
+Face tokenizer.json (and the tokenizer_config.json beside it), so the model
+tokenizes exactly as the real one. The same flags and seed give a
+byte-identical file.
+
+--reference writes the benchmark reference model (llama, 768 wide, 12 layers,
+2048 FFN, 32000 vocabulary, F32: about 134M parameters, 540 MB).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("mkmodel: not implemented yet")
+			if out == "" {
+				return errors.New("mkmodel: --out is required")
+			}
+			spec := gguf.Default(arch)
+			if reference {
+				if cmd.Flags().Changed("arch") && arch != gguf.ArchLlama {
+					return errors.New("mkmodel: --reference is a llama model")
+				}
+				spec = gguf.Reference()
+			}
+			spec.Seed = seed
+			f := cmd.Flags()
+			set := func(flag string, dst *int, v int) {
+				if f.Changed(flag) {
+					*dst = v
+				}
+			}
+			set("ctx", &spec.ContextLength, ctx)
+			set("layers", &spec.Layers, layers)
+			set("embd", &spec.Embd, embd)
+			set("ffn", &spec.FFN, ffn)
+			set("heads", &spec.Heads, heads)
+			set("kv-heads", &spec.KVHeads, kvHeads)
+			set("head-dim", &spec.HeadDim, headDim)
+			set("vocab", &spec.VocabSize, vocabSize)
+			if f.Changed("heads") && !f.Changed("kv-heads") && spec.KVHeads > spec.Heads {
+				spec.KVHeads = spec.Heads
+			}
+			if f.Changed("dtype") {
+				spec.DType = gguf.DType(strings.ToLower(dtype))
+			}
+			if f.Changed("name") {
+				spec.Name = name
+			}
+			spec.TiedOutput = tied
+			vocabDesc := "synthetic"
+			if tokenizer != "" {
+				if f.Changed("vocab") {
+					return errors.New("mkmodel: --vocab pads the synthetic vocabulary; it cannot be used with --tokenizer")
+				}
+				t, err := gguf.FromHF(tokenizer)
+				if err != nil {
+					return fmt.Errorf("mkmodel: %w", err)
+				}
+				spec.Tokenizer = t
+				vocabDesc = tokenizer
+			}
+			params, err := spec.Params()
+			if err != nil {
+				return fmt.Errorf("mkmodel: %w", err)
+			}
+			if err := gguf.Write(out, spec); err != nil {
+				return fmt.Errorf("mkmodel: %w", err)
+			}
+			st, err := os.Stat(out)
+			if err != nil {
+				return fmt.Errorf("mkmodel: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s, %d parameters, %s vocabulary, context %d, %.1f MB\n",
+				out, spec.Arch, params, vocabDesc, spec.ContextLength, float64(st.Size())/1e6)
+			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&arch, "arch", gguf.ArchLlama, "architecture: "+strings.Join(gguf.Archs(), " or "))
+	f.StringVar(&out, "out", "", "output file (required)")
+	f.Uint64Var(&seed, "seed", 0, "weight generator seed")
+	f.StringVar(&tokenizer, "tokenizer", "", "Hugging Face tokenizer.json to take the vocabulary, special tokens and chat template from")
+	f.IntVar(&ctx, "ctx", 8192, "context length written to the model")
+	f.IntVar(&layers, "layers", 0, "transformer blocks (default 2; 12 with --reference)")
+	f.IntVar(&embd, "embd", 0, "hidden size (default 64; 768 with --reference)")
+	f.IntVar(&ffn, "ffn", 0, "feed-forward size (default 128; 2048 with --reference)")
+	f.IntVar(&heads, "heads", 0, "attention heads (default 4; 12 with --reference)")
+	f.IntVar(&kvHeads, "kv-heads", 0, "key/value heads (default 2; 12 with --reference)")
+	f.IntVar(&headDim, "head-dim", 0, "per-head size (default embd/heads)")
+	f.IntVar(&vocabSize, "vocab", 0, "pad the synthetic vocabulary to this many tokens (32000 with --reference)")
+	f.StringVar(&dtype, "dtype", "f32", "weight type: f32 or f16")
+	f.StringVar(&name, "name", "", "general.name (default nesy-test-<arch>)")
+	f.BoolVar(&reference, "reference", false, "the benchmark reference model (llama 768x12, 32000 vocabulary, F32)")
+	f.BoolVar(&tied, "tied", false, "reuse the token embedding as the output projection")
+	return cmd
 }
