@@ -305,3 +305,13 @@ func mentions(q *Query, v string) bool {
 	}
 	return false
 }
+
+// List formats items as the grammar's [ ... ] lists do: #list_empty# for
+// none, else items joined by #list_separator# and #list_last_separator#.
+func (g *Grammar) List(items []string, ctx Context) (string, error) {
+	var b strings.Builder
+	if err := g.list(items, ctx, &b, 0); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
