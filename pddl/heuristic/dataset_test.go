@@ -193,3 +193,17 @@ func BenchmarkALFWorld(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewALFWorld measures building h_FF and LM-cut (compiling the
+// relaxed task) for six ALFWorld tasks.
+func BenchmarkNewALFWorld(b *testing.B) {
+	tasks, _ := alfworldStates(b, 6, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, task := range tasks {
+			if _, err := heuristic.New("mix(1*ff+1*lmcut)", task); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package heuristic
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -222,13 +223,13 @@ func prune(ops []protoOp, r *relaxed) []protoOp {
 	var key []byte
 	k := 0
 	for _, op := range ops {
-		key = key[:0]
+		key = binary.LittleEndian.AppendUint32(key[:0], uint32(len(op.pre)))
 		for _, f := range op.pre {
-			key = fmt.Appendf(key, "%d,", idx(f))
+			key = binary.LittleEndian.AppendUint32(key, uint32(idx(f)))
 		}
-		key = fmt.Appendf(key, "|%d|", op.cost)
+		key = binary.LittleEndian.AppendUint32(key, uint32(op.cost))
 		for _, f := range op.add {
-			key = fmt.Appendf(key, "%d,", idx(f))
+			key = binary.LittleEndian.AppendUint32(key, uint32(idx(f)))
 		}
 		if seen[string(key)] {
 			continue
