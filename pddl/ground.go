@@ -1061,7 +1061,14 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 			}
 		}
 	}
-	slices.SortStableFunc(insts, func(a, b instance) int {
+	// Deterministic order: schema, arguments, precondition. Sorting an index
+	// permutation avoids moving the (pointer-holding) instances around.
+	order := make([]int32, len(insts))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	cmpInst := func(x, y int32) int {
+		a, b := &insts[x], &insts[y]
 		if c := cmp.Compare(a.schema, b.schema); c != 0 {
 			return c
 		}
@@ -1072,10 +1079,9 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 			return c
 		}
 		return slices.Compare(a.pre.neg, b.pre.neg)
-	})
-	insts = slices.CompactFunc(insts, func(a, b instance) bool {
-		return a.schema == b.schema && slices.Equal(a.args, b.args) && slices.Equal(a.pre.pos, b.pre.pos) && slices.Equal(a.pre.neg, b.pre.neg)
-	})
+	}
+	slices.SortFunc(order, cmpInst)
+	order = slices.CompactFunc(order, func(x, y int32) bool { return cmpInst(x, y) == 0 })
 
 	// Fluent facts, sorted by predicate then arguments.
 	var fluent []int32
@@ -1139,8 +1145,9 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 		return out
 	}
 	conj := func(c gconj) Conj { return Conj{Pos: ids(c.pos), Neg: ids(c.neg)} }
-	t.Actions = make([]Action, len(insts))
-	for i, in := range insts {
+	t.Actions = make([]Action, len(order))
+	for i, k := range order {
+		in := &insts[k]
 		s := schemas[in.schema]
 		args := make([]string, len(in.args))
 		for j, o := range in.args {

@@ -279,9 +279,18 @@ func (t *Task) Apply(s State, a int) State {
 }
 
 // Applicable appends to buf the ids of the actions applicable in s, in
-// increasing order, and returns it. It uses an index built by Ground and is
-// safe for concurrent use.
+// increasing order, and returns it. It uses an index built by Ground (or
+// Reindex) and is safe for concurrent use; a Task built by hand and never
+// indexed falls back to testing every action.
 func (t *Task) Applicable(s State, buf []int) []int {
+	if t.succ == nil {
+		for a := range t.Actions {
+			if t.Actions[a].Pre.Holds(s) {
+				buf = append(buf, a)
+			}
+		}
+		return buf
+	}
 	return t.succ.applicable(s, buf)
 }
 

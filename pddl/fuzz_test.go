@@ -1,0 +1,128 @@
+package pddl
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+)
+
+// Fuzz targets: the parsers and grounding must never panic, whatever the
+// input; errors must carry positions. Crashers found are kept under
+// testdata/fuzz/<target>/ as regression seeds.
+
+// seedFiles adds real dataset files as seeds when the datasets are present.
+func seedFiles(f *testing.F, rel ...string) [][]byte {
+	var out [][]byte
+	dir, ok := testenv.SharedDir()
+	if !ok {
+		return nil
+	}
+	for _, r := range rel {
+		b, err := os.ReadFile(filepath.Join(dir, "datasets", r))
+		if err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func FuzzParseDomain(f *testing.F) {
+	f.Add([]byte(bwDomain))
+	f.Add([]byte(semDomain))
+	f.Add([]byte("(define (domain d) (:types a - (either b c)) (:predicates (p ?x, ?y - a)))"))
+	for _, b := range seedFiles(f, "alfworld/alfred.pddl", "virtualhome/virtualhome.pddl", "ipc/elevators-opt08-strips/domain.pddl") {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		d, _, err := ParseDomain("f.pddl", src)
+		if err == nil && d == nil {
+			t.Fatal("nil domain without error")
+		}
+		checkErrorPositions(t, err)
+	})
+}
+
+func FuzzParseProblem(f *testing.F) {
+	f.Add([]byte(bwProblem))
+	f.Add([]byte(semProblem))
+	for _, b := range seedFiles(f, "planbench-blocksworld/instances/instance-10.pddl", "virtualhome/problems/Drink/156_1.pddl") {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		p, _, err := ParseProblem("f.pddl", src)
+		if err == nil && (p == nil || p.Goal == nil) {
+			t.Fatal("problem without goal and without error")
+		}
+		checkErrorPositions(t, err)
+	})
+}
+
+func FuzzParsePlan(f *testing.F) {
+	f.Add([]byte("(pick-up a)\nstack a b ; c\n\n0: (x) [1]\n"))
+	f.Add([]byte("(a (b)\n)"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		steps, err := ParsePlan("f.plan", src)
+		checkErrorPositions(t, err)
+		for _, s := range steps {
+			if s.Name == "" || !s.Pos.IsValid() {
+				t.Fatalf("bad step %+v", s)
+			}
+		}
+	})
+}
+
+// FuzzGround parses, grounds and validates a plan, for a fuzzed domain,
+// problem and plan.
+func FuzzGround(f *testing.F) {
+	f.Add([]byte(bwDomain), []byte(bwProblem), []byte("(pick-up a)\n(stack a b)"))
+	f.Add([]byte(semDomain), []byte(semProblem), []byte("(toggle l1)\n(mark-all b1)\n(check-any)"))
+	f.Fuzz(func(t *testing.T, dsrc, psrc, plan []byte) {
+		d, _, err := ParseDomain("d.pddl", dsrc)
+		if err != nil {
+			return
+		}
+		p, _, err := ParseProblem("p.pddl", psrc)
+		if err != nil {
+			return
+		}
+		task, err := Ground(d, p)
+		if err != nil {
+			return
+		}
+		app := task.Applicable(task.Init, nil)
+		for _, a := range app {
+			if !task.IsApplicable(task.Init, a) {
+				t.Fatalf("action %d listed but not applicable", a)
+			}
+			task.Apply(task.Init, a)
+		}
+		steps, err := ParsePlan("f.plan", plan)
+		if err != nil {
+			return
+		}
+		r := task.Validate(steps)
+		if !r.Valid && r.Error == "" {
+			t.Fatal("invalid plan without an error")
+		}
+		task.ExplainGoal(task.Init)
+	})
+}
+
+// checkErrorPositions asserts that every error of a list has a position.
+func checkErrorPositions(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	el, ok := err.(ErrorList)
+	if !ok || len(el) == 0 {
+		t.Fatalf("error %v is not a non-empty ErrorList", err)
+	}
+	for _, e := range el {
+		if !e.Pos.IsValid() {
+			t.Fatalf("error without position: %v", e)
+		}
+	}
+}
