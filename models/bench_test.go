@@ -260,7 +260,22 @@ type rawEngine struct {
 
 func newRawEngine(b *testing.B) *rawEngine {
 	b.Helper()
-	m, err := model.New(referenceModel(b), ml.BackendParams{AllocMemory: true, NumThreads: envInt("NESY_BENCH_THREADS", 0)})
+	path := referenceModel(b)
+	o, err := Options{GPULayers: envInt("NESY_BENCH_GPU_LAYERS", 0), Threads: envInt("NESY_BENCH_THREADS", 0)}.withDefaults(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := ml.BackendParams{AllocMemory: true, NumThreads: o.Threads}
+	if o.GPULayers != -1 {
+		meta, err := readMeta(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if params.GPULayers, _, err = gpuLayers(path, o, int(meta.KV().BlockCount())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m, err := model.New(path, params)
 	if err != nil {
 		b.Fatal(err)
 	}

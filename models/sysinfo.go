@@ -34,6 +34,7 @@ import (
 	"strings"
 
 	ggmlsrc "github.com/ollama/ollama/ml/backend/ggml/ggml/src"
+	"golang.org/x/sys/cpu"
 )
 
 // Feature is one capability a ggml backend reports (for the CPU backend:
@@ -151,6 +152,32 @@ func (s System) CPUFeatures() []string {
 		return out
 	}
 	return nil
+}
+
+// Warning returns a message when ggml's CPU code was compiled without SIMD
+// instructions this CPU has (a build without CGO_CFLAGS="-O3 -march=...",
+// 3-15x slower), or "".
+func (s System) Warning() string {
+	have := map[string]bool{}
+	for _, f := range s.CPUFeatures() {
+		have[f] = true
+	}
+	var missing []string
+	for _, c := range []struct {
+		name string
+		cpu  bool
+	}{{"AVX", cpu.X86.HasAVX}, {"AVX2", cpu.X86.HasAVX2}, {"FMA", cpu.X86.HasFMA}, {"AVX512", cpu.X86.HasAVX512F},
+		{"NEON", cpu.ARM64.HasASIMD}} {
+		if c.cpu && !have[c.name] {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) == 0 || !slices.Contains([]string{"AVX", "AVX2", "NEON"}, missing[0]) {
+		// AVX512 alone is a choice (x86-64-v3 binaries), not a mistake.
+		return ""
+	}
+	return fmt.Sprintf("ggml's CPU code was built without %s, which this CPU has: inference is several times slower; "+
+		"rebuild with `make build` (CGO_CFLAGS=\"-O3 -march=native\")", strings.Join(missing, ", "))
 }
 
 // String is a one-line summary for startup logs and `nesy version`, e.g.
