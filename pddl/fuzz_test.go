@@ -3,6 +3,7 @@ package pddl
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nesy-dev/nesy/internal/testenv"
@@ -89,6 +90,9 @@ func FuzzGround(f *testing.F) {
 		}
 		task, err := Ground(d, p)
 		if err != nil {
+			if strings.Contains(err.Error(), "internal error") {
+				t.Fatal(err)
+			}
 			return
 		}
 		app := task.Applicable(task.Init, nil)

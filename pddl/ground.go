@@ -115,7 +115,17 @@ func GroundWarnings(d *Domain, p *Problem) (*Task, []Warning, error) {
 	return ground(d, p)
 }
 
-func ground(d *Domain, p *Problem) (*Task, []Warning, error) {
+func ground(d *Domain, p *Problem) (t *Task, warns []Warning, err error) {
+	defer func() {
+		// A bug must not take the caller down: report it as an error.
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("internal error while grounding: %v", r)
+		}
+		// Positioned errors are always returned as an ErrorList.
+		if pe, ok := err.(*Error); ok {
+			err = ErrorList{pe}
+		}
+	}()
 	if d == nil || p == nil {
 		return nil, nil, fmt.Errorf("ground: nil domain or problem")
 	}
@@ -137,7 +147,7 @@ func ground(d *Domain, p *Problem) (*Task, []Warning, error) {
 	if g.err != nil {
 		return nil, ps.warns, g.err
 	}
-	t, err := g.build(schemas)
+	t, err = g.build(schemas)
 	if err != nil {
 		return nil, ps.warns, err
 	}
