@@ -14,9 +14,9 @@ import (
 // Error codes: the "code" field of every JSON error body. Clients branch on
 // these, not on the message.
 const (
-	CodeBadRequest      = "bad_request"      // 400: malformed JSON, unknown field, bad parameter
-	CodeUnauthorized    = "unauthorized"     // 401: missing or wrong bearer token
-	CodeNotFound        = "not_found"        // 404: no such route
+	CodeBadRequest      = "bad_request"  // 400: malformed JSON, unknown field, bad parameter
+	CodeUnauthorized    = "unauthorized" // 401: missing or wrong bearer token
+	CodeNotFound        = "not_found"    // 404: no such route
 	CodeMethod          = "method_not_allowed"
 	CodeModelNotFound   = "model_not_found"  // 404: unknown model name
 	CodeBodyTooLarge    = "body_too_large"   // 413: request body over --max-body

@@ -2,9 +2,12 @@ package server
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nesy-dev/nesy/decoder"
 )
 
 // metrics are the server's Prometheus collectors, registered on a registry
@@ -20,7 +23,7 @@ type metrics struct {
 	calls     prometheus.Counter
 	plans     *prometheus.CounterVec // method, outcome
 	planSecs  *prometheus.HistogramVec
-	mask      prometheus.Histogram
+	mask      *maskHistogram
 	sims      prometheus.Counter
 	occupancy prometheus.Histogram
 	queueWait prometheus.Histogram
@@ -58,15 +61,12 @@ func newMetrics(reg *prometheus.Registry, engines func() []engineStats, gpus fun
 			Name: "nesy_plan_duration_seconds", Help: "Planner time of plan requests (queueing and loading excluded), by method.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10), // 10ms .. 197s
 		}, []string{"method"}),
-		mask: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "nesy_decoder_mask_duration_seconds", Help: "Time to compute one constrained-decoding token mask.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10), // 1us .. 262ms
-		}),
+		mask: &maskHistogram{},
 		sims: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nesy_mcts_simulations_total", Help: "MCTS simulations run by served requests.",
 		}),
 		occupancy: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "nesy_mcts_batch_occupancy_ratio", Help: "Fraction of an MCTS batch's leaf slots filled in one batched model call.",
+			Name: "nesy_mcts_batch_occupancy_ratio", Help: "Per search, the mean fraction of the leaf batch filled in each batched model call.",
 			Buckets: prometheus.LinearBuckets(0.1, 0.1, 10),
 		}),
 		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -190,4 +190,46 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descGPUTemp, prometheus.GaugeValue, g.tempC, i)
 		}
 	}
+}
+
+// maskHistogram is the latency histogram of constrained-decoding masks.
+// The decoder reports each decode's mask times already bucketed
+// (decoder.Result.MaskHistogram over decoder.MaskBuckets, with their exact
+// sum), so the histogram is kept here and exported as a constant histogram
+// with those buckets.
+type maskHistogram struct {
+	mu     sync.Mutex // protects the fields below
+	counts [len(decoder.MaskBuckets) + 1]uint64
+	sum    float64
+}
+
+var descMask = prometheus.NewDesc("nesy_decoder_mask_duration_seconds",
+	"Time to compute one constrained-decoding step's allowed tokens and advance the plan cursor.", nil, nil)
+
+func (m *metrics) observeMask(res *decoder.Result) {
+	if res.MaskSteps == 0 {
+		return
+	}
+	h := m.mask
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, n := range res.MaskHistogram {
+		h.counts[i] += uint64(n)
+	}
+	h.sum += res.MaskSeconds
+}
+
+func (h *maskHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- descMask }
+
+func (h *maskHistogram) Collect(ch chan<- prometheus.Metric) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buckets := make(map[float64]uint64, len(decoder.MaskBuckets))
+	var cum uint64
+	for i, b := range decoder.MaskBuckets {
+		cum += h.counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	cum += h.counts[len(decoder.MaskBuckets)]
+	ch <- prometheus.MustNewConstHistogram(descMask, cum, h.sum, buckets)
 }

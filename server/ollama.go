@@ -275,4 +275,3 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *g
 	}
 	writeJSON(w, http.StatusOK, final)
 }
-

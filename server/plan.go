@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -48,9 +47,12 @@ type PlanRequest struct {
 	Seconds float64 `json:"seconds,omitempty"`
 	// Simulations bounds MCTS simulations; 0 means no bound but time.
 	Simulations int `json:"simulations,omitempty"`
-	// MaxTokens bounds generated tokens (decoding) or evaluated tokens
-	// (search); 0 means the server's cap.
+	// MaxTokens bounds the generated tokens of greedy/cgreedy decoding; 0
+	// means the server's cap.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// MaxEvaluatedTokens bounds the tokens an mcts/cmcts search evaluates
+	// (prompt, tree, rollouts); 0 means no bound but time.
+	MaxEvaluatedTokens int64 `json:"max_evaluated_tokens,omitempty"`
 	// MaxActions bounds the plan length; 0 means 100.
 	MaxActions int `json:"max_actions,omitempty"`
 	// Heuristic values search leaves (package heuristic's syntax: "ff",
@@ -153,8 +155,10 @@ type Timings struct {
 }
 
 // PlanEvent is one line of a streamed plan (NDJSON). Event is "start",
-// "action" (an action committed), "search" (MCTS progress), "result" (the
-// final PlanResponse) or "error" (the request failed; Error is the same
+// "action" (an action committed: as decoding writes it, or the search's
+// plan when it ends), "invalid" (an unconstrained step that is not an
+// applicable action), "search" (MCTS progress, every half second), "result"
+// (the final PlanResponse) or "error" (the request failed; Error is the same
 // body a non-streamed request would get).
 type PlanEvent struct {
 	Event   string  `json:"event"`
@@ -165,17 +169,16 @@ type PlanEvent struct {
 	Method string       `json:"method,omitempty"`
 	Task   *TaskSummary `json:"task,omitempty"`
 
-	// action
+	// action, invalid
 	Index  int      `json:"index,omitempty"`
 	Action string   `json:"action,omitempty"` // PDDL syntax
-	Text   string   `json:"text,omitempty"`   // lexicon text
+	Text   string   `json:"text,omitempty"`   // lexicon text (as written)
 	State  []string `json:"state,omitempty"`  // after the action, with "trace"
+	Reason string   `json:"reason,omitempty"` // why a written step is not applicable
 
 	// search
-	Simulations     int64   `json:"simulations,omitempty"`
-	EvaluatedTokens int64   `json:"evaluated_tokens,omitempty"`
-	BestValue       float64 `json:"best_value,omitempty"`
-	BestLength      int     `json:"best_length,omitempty"`
+	EvaluatedTokens int64 `json:"evaluated_tokens,omitempty"`
+	ModelCalls      int64 `json:"model_calls,omitempty"`
 
 	Result *PlanResponse `json:"result,omitempty"`
 	Error  *apiError     `json:"error,omitempty"`
@@ -186,6 +189,7 @@ type planJob struct {
 	req     PlanRequest // defaults filled
 	task    *pddl.Task
 	lex     *lexicon.Bound
+	goal    string // the goal in words (environments), "" to describe it from the task
 	budget  time.Duration
 	model   *modelEntry
 	started time.Time
@@ -207,7 +211,9 @@ type planOutcome struct {
 	calls      int64
 	sims       int64
 	budgetOut  bool // a budget ran out before the goal
-	invalidIdx int  // index of the first invalid step in texts, or -1
+	// The first step of an unconstrained plan that is not an applicable
+	// action, as written, and why ("" when none).
+	invalidText, invalidReason string
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
@@ -225,16 +231,12 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 
 	gstart := time.Now()
-	task, lex, err := s.buildTask(ctx, &req)
+	task, lex, goal, err := s.buildTask(ctx, &req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	timings := Timings{GroundSeconds: time.Since(gstart).Seconds()}
-	if err := checkSolvable(task); err != nil {
-		writeError(w, err)
-		return
-	}
 	if _, err := heuristic.New(req.Heuristic, task); err != nil {
 		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "heuristic: %v", err))
 		return
@@ -260,7 +262,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	timings.LoadSeconds = time.Since(lstart).Seconds()
 
-	job := &planJob{req: req, task: task, lex: lex, model: entry, budget: time.Duration(req.Seconds * float64(time.Second))}
+	job := &planJob{req: req, task: task, lex: lex, goal: goal, model: entry, budget: time.Duration(req.Seconds * float64(time.Second))}
 	summary := TaskSummary{task.DomainName, task.ProblemName, len(task.Facts), len(task.Actions)}
 
 	var stream *ndjson
@@ -376,7 +378,7 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 		return bad("unknown method %q (want one of %s)", req.Method, strings.Join(Methods, ", "))
 	}
 	switch {
-	case req.Seconds < 0 || math.IsNaN(req.Seconds) || req.Simulations < 0 || req.MaxTokens < 0 || req.MaxActions < 0:
+	case req.Seconds < 0 || math.IsNaN(req.Seconds) || req.Simulations < 0 || req.MaxTokens < 0 || req.MaxActions < 0 || req.MaxEvaluatedTokens < 0:
 		return bad("budgets must not be negative")
 	case req.Seconds > o.MaxSeconds:
 		return overCap("seconds", req.Seconds, o.MaxSeconds)
@@ -419,55 +421,62 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 }
 
 // buildTask grounds the request's task and binds its lexicon.
-func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (*pddl.Task, *lexicon.Bound, error) {
-	var task *pddl.Task
-	var lex *lexicon.Bound
+func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Task, lex *lexicon.Bound, goalText string, err error) {
+	var goal *pddl.Formula
 	if req.Env != "" {
 		ep, err := s.envs.open(ctx, req.Env, req.Task)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
-		task, lex = ep.Task(), ep.Lexicon()
+		task, lex, goalText = ep.Task(), ep.Lexicon(), ep.Goal()
 	} else {
 		d, _, err := pddl.ParseDomain("domain.pddl", []byte(req.Domain))
 		if err != nil {
-			return nil, nil, pddlError("domain", err)
+			return nil, nil, "", pddlError("domain", err)
 		}
 		p, _, err := pddl.ParseProblem("problem.pddl", []byte(req.Problem))
 		if err != nil {
-			return nil, nil, pddlError("problem", err)
+			return nil, nil, "", pddlError("problem", err)
 		}
 		task, err = pddl.Ground(d, p)
 		if err != nil {
-			return nil, nil, pddlError("grounding", err)
+			return nil, nil, "", pddlError("grounding", err)
 		}
+		goal = p.Goal
+	}
+	if err := checkSolvable(task, goal); err != nil {
+		return nil, nil, "", err
 	}
 	if n := len(task.Actions); n > s.opts.MaxGroundActions {
-		return nil, nil, errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; this server allows %d", n, s.opts.MaxGroundActions)
+		return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; this server allows %d", n, s.opts.MaxGroundActions)
 	}
 	if len(req.Lexicon) > 0 && string(req.Lexicon) != "null" {
 		l, err := lexicon.Parse(req.Lexicon)
 		if err != nil {
-			return nil, nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
+			return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
 		}
 		if lex, err = l.Bind(task); err != nil {
-			return nil, nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
+			return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
 		}
 	} else if lex == nil {
-		var err error
 		if lex, err = lexicon.ForTask(task).Bind(task); err != nil {
-			return nil, nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "built-in lexicon: %v", err)
+			return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "built-in lexicon: %v", err)
 		}
 	}
-	return task, lex, nil
+	return task, lex, goalText, nil
 }
 
 // checkSolvable refuses tasks whose goal is unreachable even when deletes
 // are ignored (h_max is a dead end at the initial state): no planner can
-// solve them.
-func checkSolvable(task *pddl.Task) error {
+// solve them. goal, when known, is the lifted goal, to name the goal facts
+// no action can make true.
+func checkSolvable(task *pddl.Task, goal *pddl.Formula) error {
 	if len(task.Goal) == 0 {
-		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "the goal can never hold (it is false in every state)")
+		msg := "the task is unsolvable: the goal can never hold"
+		if missing := unreachableGoalFacts(task, goal); len(missing) > 0 {
+			msg += ": no sequence of actions makes " + strings.Join(missing, ", ") + " true"
+		}
+		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "%s", msg)
 	}
 	h, err := heuristic.New("max", task)
 	if err != nil {
@@ -477,6 +486,41 @@ func checkSolvable(task *pddl.Task) error {
 		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "the task is unsolvable: the goal is unreachable from the initial state even ignoring delete effects (%s)", task.ExplainGoal(task.Init))
 	}
 	return nil
+}
+
+// unreachableGoalFacts lists the ground positive atoms of a goal formula
+// that are neither reachable fluents nor static facts of the task.
+func unreachableGoalFacts(task *pddl.Task, goal *pddl.Formula) []string {
+	if goal == nil {
+		return nil
+	}
+	static := map[string]bool{}
+	for _, f := range task.Static {
+		static[f.String()] = true
+	}
+	var out []string
+	var walk func(f *pddl.Formula)
+	walk = func(f *pddl.Formula) {
+		switch f.Kind {
+		case pddl.FAnd:
+			for _, sub := range f.Sub {
+				walk(sub)
+			}
+		case pddl.FAtom:
+			fact := pddl.Fact{Predicate: strings.ToLower(f.Pred)}
+			for _, a := range f.Args {
+				if a.Var {
+					return
+				}
+				fact.Args = append(fact.Args, strings.ToLower(a.Name))
+			}
+			if task.FactID(fact) < 0 && !static[fact.String()] {
+				out = append(out, fact.String())
+			}
+		}
+	}
+	walk(goal)
+	return out
 }
 
 // planResponse re-validates the planner's plan against the transition
@@ -503,11 +547,11 @@ func (s *Server) planResponse(job *planJob, out planOutcome) *PlanResponse {
 	// An unconstrained plan may have stopped at a step that names no
 	// applicable action: it is reported (as written) and makes the plan
 	// invalid.
-	if out.invalidIdx >= 0 && out.invalidIdx < len(out.texts) {
-		resp.Actions = append(resp.Actions, out.texts[out.invalidIdx])
+	if out.invalidText != "" || out.invalidReason != "" {
+		resp.Actions = append(resp.Actions, out.invalidText)
 		resp.Valid, resp.GoalReached = false, false
 		if resp.ValidationError == "" {
-			resp.ValidationError = fmt.Sprintf("step %d %q is not an applicable action", out.invalidIdx+1, out.texts[out.invalidIdx])
+			resp.ValidationError = fmt.Sprintf("step %d %q is not an applicable action: %s", len(out.actions)+1, out.invalidText, out.invalidReason)
 		}
 	}
 	resp.Revalidated = resp.Valid == out.valid && resp.GoalReached == out.goal
@@ -528,6 +572,3 @@ func stateFacts(task *pddl.Task, st pddl.State) []string {
 	}
 	return out
 }
-
-// errBudget marks a planner stop caused by a budget.
-var errBudget = errors.New("budget exhausted")

@@ -3,9 +3,202 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/mcts"
+	"github.com/nesy-dev/nesy/models"
 )
 
-// runPlanner runs the request's method on its model.
-func (s *Server) runPlanner(ctx context.Context, job *planJob) (planOutcome, error) {
-	return planOutcome{}, errors.New("planner not wired yet")
+// progressEvery is how often a streamed search reports its progress.
+const progressEvery = 500 * time.Millisecond
+
+// decoderFor returns the model's decoder (its vocabulary index is built
+// once per loaded model and shared by every request).
+func (e *modelEntry) decoderFor() (*decoder.Decoder, error) {
+	e.once.Do(func() {
+		e.extra, e.exErr = decoder.New(e.engine, nil)
+	})
+	if e.exErr != nil {
+		return nil, e.exErr
+	}
+	return e.extra.(*decoder.Decoder), nil
 }
+
+// runPlanner runs the request's method on its model: greedy and cgreedy
+// through package decoder, mcts and cmcts through package mcts. The
+// request's seconds budget is a deadline on the planner; when it (or
+// another budget) runs out the plan so far is returned with budgetOut set.
+// A cancelled ctx (client gone, shutdown) returns ctx's error.
+func (s *Server) runPlanner(ctx context.Context, job *planJob) (planOutcome, error) {
+	dec, err := job.model.decoderFor()
+	if err != nil {
+		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
+	}
+	req := job.req
+	space := decoder.SpaceOptions{MaxActions: req.MaxActions, StopAtGoal: true}
+	prompt := decoder.PromptOptions{Think: req.Think, Goal: job.goal}
+	bctx, cancel := context.WithTimeout(ctx, job.budget)
+	defer cancel()
+	var out planOutcome
+	switch req.Method {
+	case MethodGreedy, MethodCGreedy:
+		out, err = s.decode(bctx, dec, job, decoder.Request{Lexicon: job.lex, Prompt: prompt, Space: space})
+	default:
+		out, err = s.search(bctx, dec, job, space, prompt)
+	}
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return out, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) && bctx.Err() != nil:
+			// The seconds budget ran out: not an error, a partial plan.
+			out.budgetOut, out.stop = !out.goal, "time"
+			return out, nil
+		case errors.Is(err, models.ErrNoSequences), errors.Is(err, models.ErrCacheFull):
+			return out, &apiError{Status: http.StatusServiceUnavailable, Code: CodeModelBusy, RetryAfter: 5,
+				Message: "the model's KV cache is full with other requests' sequences; retry later: " + err.Error()}
+		case errors.Is(err, models.ErrContextLength):
+			return out, errorf(http.StatusUnprocessableEntity, CodeBadRequest, "the prompt and plan do not fit the model's context: %v", err)
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+// decode runs greedy or cgreedy decoding.
+func (s *Server) decode(ctx context.Context, dec *decoder.Decoder, job *planJob, dreq decoder.Request) (planOutcome, error) {
+	req := job.req
+	opts := decoder.Options{Constrained: req.Method == MethodCGreedy, MaxTokens: req.MaxTokens}
+	if sp := req.Sampling; sp != nil {
+		opts.Sampling = decoder.Sampling{Temperature: sp.Temperature, TopK: sp.TopK, TopP: sp.TopP, Seed: sp.Seed}
+	}
+	if job.emit != nil {
+		st := job.task.Init
+		opts.OnEvent = func(e decoder.Event) {
+			switch e.Kind {
+			case decoder.EventAction:
+				ev := PlanEvent{Event: "action", Index: e.Step, Action: e.Line, Text: e.ActionText}
+				if req.Trace {
+					st = job.task.Apply(st, e.Action)
+					ev.State = stateFacts(job.task, st)
+				}
+				job.emit(ev)
+			case decoder.EventInvalid:
+				job.emit(PlanEvent{Event: "invalid", Index: e.Step, Text: e.ActionText, Reason: e.Reason})
+			}
+		}
+	}
+	res, err := dec.Decode(ctx, dreq, opts)
+	if res == nil {
+		if err == nil {
+			err = errors.New("decoder returned no result")
+		}
+		return planOutcome{}, err
+	}
+	out := planOutcome{actions: res.Plan, texts: res.Texts, text: res.Text, stop: res.EndReason,
+		valid: res.Valid, goal: res.GoalReached, prompt: int64(res.PromptTokens),
+		generated: int64(res.GeneratedTokens + res.ThinkingTokens), evaluated: int64(res.EvaluatedTokens),
+		calls: int64(res.ModelCalls)}
+	if res.FirstInvalid != nil {
+		out.invalidText, out.invalidReason = res.FirstInvalid.Text, res.FirstInvalid.Reason
+	}
+	out.budgetOut = !res.GoalReached && (res.EndReason == "max_tokens" || res.EndReason == decoder.EndedAtMaxActions.String())
+	s.m.observeMask(res)
+	return out, err
+}
+
+// search runs mcts or cmcts.
+func (s *Server) search(ctx context.Context, dec *decoder.Decoder, job *planJob, space decoder.SpaceOptions, prompt decoder.PromptOptions) (planOutcome, error) {
+	req := job.req
+	sp, err := decoder.NewSpace(dec.Index(), job.lex, space)
+	if err != nil {
+		return planOutcome{}, err
+	}
+	lm := &countingLM{LM: job.model.engine}
+	p, err := decoder.BuildPrompt(lm, job.lex, prompt)
+	if err != nil {
+		return planOutcome{}, err
+	}
+	opts := mcts.Options{Heuristic: req.Heuristic, Time: job.budget, Simulations: req.Simulations,
+		MaxActions: req.MaxActions, Unconstrained: req.Method == MethodMCTS}
+	opts.Tokens = req.MaxEvaluatedTokens
+	if sp := req.Search; sp != nil {
+		opts.Width, opts.C, opts.Base, opts.GoalReward = sp.Width, sp.C, sp.Base, sp.GoalReward
+		opts.Lambda, opts.Backup, opts.Batch, opts.Rollout = sp.Lambda, sp.Backup, sp.Batch, sp.Rollout
+		opts.Exhaust, opts.Seed = sp.Exhaust, sp.Seed
+	}
+	if job.emit != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(progressEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					job.emit(PlanEvent{Event: "search", EvaluatedTokens: lm.evaluated.Load(), ModelCalls: lm.calls.Load()})
+				}
+			}
+		}()
+	}
+	res, err := mcts.Search(ctx, lm, sp, p.Tokens, opts)
+	if res == nil {
+		if err == nil {
+			err = errors.New("search returned no result")
+		}
+		return planOutcome{}, err
+	}
+	st := res.Stats
+	out := planOutcome{actions: res.Plan, texts: res.Texts, stop: res.Stop, valid: res.Valid, goal: res.GoalReached,
+		prompt: st.PromptTokens, generated: int64(len(res.Tokens)), evaluated: st.EvaluatedTokens, calls: st.ModelCalls,
+		sims: int64(st.Simulations)}
+	switch res.Stop {
+	case mcts.StopTime, mcts.StopSimulations, mcts.StopTokens:
+		out.budgetOut = !res.GoalReached
+	}
+	if space.MaxActions > 0 && len(res.Plan) >= space.MaxActions && !res.GoalReached {
+		out.budgetOut = true
+	}
+	if st.ModelCalls > 0 {
+		s.m.occupancy.Observe(st.BatchOccupancy)
+	}
+	if job.emit != nil {
+		cur := job.task.Init
+		for i, a := range res.Plan {
+			ev := PlanEvent{Event: "action", Index: i, Action: res.Lines[i], Text: res.Texts[i]}
+			if req.Trace {
+				cur = job.task.Apply(cur, a)
+				ev.State = stateFacts(job.task, cur)
+			}
+			job.emit(ev)
+		}
+	}
+	return out, err
+}
+
+// countingLM counts the evaluations of one request (for progress events).
+type countingLM struct {
+	models.LM
+	evaluated, calls atomic.Int64
+}
+
+func (c *countingLM) Eval(ctx context.Context, reqs []models.EvalRequest) ([]models.EvalResult, error) {
+	res, err := c.LM.Eval(ctx, reqs)
+	if err == nil {
+		c.calls.Add(1)
+		for _, r := range res {
+			c.evaluated.Add(int64(r.Positions))
+		}
+	}
+	return res, err
+}
+
+
