@@ -371,6 +371,7 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 		}
 		r.next += p.n
 		if r.finished() {
+			e.stats.Images += int64(r.images)
 			r.job.pending--
 			if r.job.pending == 0 {
 				e.finishLocked(r.job, nil)

@@ -17,15 +17,16 @@ func newMkmodelCmd() *cobra.Command {
 		seed                              uint64
 		ctx, layers, embd, ffn, heads     int
 		kvHeads, headDim, vocabSize       int
-		reference, tied                   bool
+		reference, tied, vision           bool
 	)
 	cmd := &cobra.Command{
-		Use:   "mkmodel --out F.gguf [--arch llama|qwen3] [--seed N] [--tokenizer tokenizer.json]",
+		Use:   "mkmodel --out F.gguf [--arch llama|qwen3|gemma3] [--seed N] [--tokenizer tokenizer.json]",
 		Short: "Write a tiny random-weight GGUF model for tests and demos",
 		Long: `mkmodel writes a random-weight GGUF model that loads in nesy (and in Ollama or
 llama.cpp) like a real one: llama with a SentencePiece vocabulary (byte
-fallback), or qwen3 with a byte-level BPE vocabulary (qwen2 pre-tokenizer and
-merges). Without --tokenizer the vocabulary is a small synthetic one; with it,
+fallback), qwen3 with a byte-level BPE vocabulary (qwen2 pre-tokenizer and
+merges), or gemma3 (262,144-token SentencePiece vocabulary), optionally with a
+tiny vision encoder (--vision). Without --tokenizer the vocabulary is a small synthetic one; with it,
 the real vocabulary, merges, special tokens and chat template of a Hugging
 Face tokenizer.json (and the tokenizer_config.json beside it), so the model
 tokenizes exactly as the real one. The same flags and seed give a
@@ -69,7 +70,10 @@ byte-identical file.
 			if f.Changed("name") {
 				spec.Name = name
 			}
-			spec.TiedOutput = tied
+			if f.Changed("tied") {
+				spec.TiedOutput = tied
+			}
+			spec.Vision = vision
 			vocabDesc := "synthetic"
 			if tokenizer != "" {
 				if f.Changed("vocab") {
@@ -114,6 +118,7 @@ byte-identical file.
 	f.StringVar(&dtype, "dtype", "f32", "weight type: f32 or f16")
 	f.StringVar(&name, "name", "", "general.name (default nesy-test-<arch>)")
 	f.BoolVar(&reference, "reference", false, "the benchmark reference model (llama 768x12, 32000 vocabulary, F32)")
-	f.BoolVar(&tied, "tied", false, "reuse the token embedding as the output projection")
+	f.BoolVar(&tied, "tied", false, "reuse the token embedding as the output projection (default for gemma3)")
+	f.BoolVar(&vision, "vision", false, "add a tiny vision encoder (gemma3 only): 56-pixel images, 4 tokens each")
 	return cmd
 }

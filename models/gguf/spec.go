@@ -12,21 +12,21 @@ package gguf
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
-
-	fsggml "github.com/ollama/ollama/fs/ggml"
 )
 
 // Architectures Write supports.
 const (
-	ArchLlama = "llama"
-	ArchQwen3 = "qwen3"
+	ArchLlama  = "llama"
+	ArchQwen3  = "qwen3"
+	ArchGemma3 = "gemma3" // optionally with a SigLIP vision tower (Spec.Vision)
 )
 
 // Archs lists the architectures Write supports.
-func Archs() []string { return []string{ArchLlama, ArchQwen3} }
+func Archs() []string { return []string{ArchLlama, ArchQwen3, ArchGemma3} }
 
 // DType is the storage type of the weight matrices (norms are always F32).
 type DType string
@@ -64,22 +64,42 @@ type Spec struct {
 
 	// Tokenizer is the vocabulary. Nil means the synthetic default of the
 	// architecture: SyntheticSPM(VocabSize) for llama, SyntheticBPE(VocabSize)
-	// for qwen3.
+	// for qwen3, SyntheticGemma for gemma3.
 	Tokenizer *Tokenizer
 	// VocabSize pads the synthetic vocabulary to this many tokens (ignored
 	// when Tokenizer is set). 0 keeps the synthetic vocabulary's own size.
 	VocabSize int
+
+	// Vision adds a vision encoder (gemma3 only): a SigLIP tower over
+	// ImageSize square images cut in PatchSize patches, pooled to
+	// TokensPerImage embeddings per image. Zero sizes take small defaults
+	// (32 wide, 1 layer, 2 heads, 64 FFN, 56-pixel images, 14-pixel
+	// patches, 4 tokens per image).
+	Vision         bool
+	VisionEmbd     int
+	VisionLayers   int
+	VisionHeads    int
+	VisionFFN      int
+	ImageSize      int
+	PatchSize      int
+	TokensPerImage int
 }
 
 // Default returns the small default model of an architecture: a few
-// hundred thousand parameters, loads and evaluates in milliseconds.
+// hundred thousand parameters (gemma3: its vocabulary makes it 8M), loads
+// and evaluates in milliseconds.
 func Default(arch string) Spec {
 	s := Spec{
 		Arch: arch, Embd: 64, Layers: 2, FFN: 128, Heads: 4, KVHeads: 2,
 		ContextLength: 8192, DType: F32,
 	}
-	if arch == "" {
+	switch arch {
+	case "":
 		s.Arch = ArchLlama
+	case ArchGemma3:
+		// Gemma's 262,144-token vocabulary dominates: keep it narrow, F16
+		// and tied to the output (17 MB).
+		s.Embd, s.Heads, s.KVHeads, s.FFN, s.TiedOutput, s.DType = 32, 2, 1, 64, true, F16
 	}
 	return s
 }
@@ -159,21 +179,73 @@ func (s Spec) normalize() (Spec, error) {
 	case s.WeightScale < 0:
 		return s, fmt.Errorf("gguf: negative weight scale %g", s.WeightScale)
 	}
+	if s.Vision {
+		if err := s.normalizeVision(); err != nil {
+			return s, err
+		}
+	}
 	if s.Tokenizer == nil {
 		var err error
-		if s.Arch == ArchQwen3 {
+		switch s.Arch {
+		case ArchQwen3:
 			s.Tokenizer, err = SyntheticBPE(s.VocabSize)
-		} else {
+		case ArchGemma3:
+			s.Tokenizer, err = SyntheticGemma()
+		default:
 			s.Tokenizer, err = SyntheticSPM(s.VocabSize)
 		}
 		if err != nil {
 			return s, err
 		}
 	}
+	if s.Arch == ArchGemma3 && len(s.Tokenizer.Tokens) <= gemmaEndOfImage {
+		// The engine's gemma3 model writes these ids around every image.
+		return s, fmt.Errorf("gguf: gemma3 needs a vocabulary of more than %d tokens, got %d", gemmaEndOfImage, len(s.Tokenizer.Tokens))
+	}
 	if err := s.Tokenizer.validate(); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// TokensPerImageOrDefault returns TokensPerImage, or the default (4) when
+// it is zero.
+func (s Spec) TokensPerImageOrDefault() int {
+	if s.TokensPerImage == 0 {
+		return 4
+	}
+	return s.TokensPerImage
+}
+
+func (s *Spec) normalizeVision() error {
+	if s.Arch != ArchGemma3 {
+		return fmt.Errorf("gguf: a vision encoder is only generated for gemma3, not %s", s.Arch)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.VisionEmbd, 32)
+	def(&s.VisionLayers, 1)
+	def(&s.VisionHeads, 2)
+	def(&s.VisionFFN, 64)
+	def(&s.ImageSize, 56)
+	def(&s.PatchSize, 14)
+	def(&s.TokensPerImage, 4)
+	side := s.ImageSize / s.PatchSize
+	pooled := int(math.Sqrt(float64(s.TokensPerImage)))
+	switch {
+	case s.VisionEmbd < 1 || s.VisionLayers < 1 || s.VisionHeads < 1 || s.VisionFFN < 1 || s.PatchSize < 1:
+		return fmt.Errorf("gguf: vision sizes must be positive")
+	case s.VisionEmbd%s.VisionHeads != 0:
+		return fmt.Errorf("gguf: vision width %d is not a multiple of %d heads", s.VisionEmbd, s.VisionHeads)
+	case s.ImageSize%s.PatchSize != 0:
+		return fmt.Errorf("gguf: image size %d is not a multiple of the patch size %d", s.ImageSize, s.PatchSize)
+	case pooled*pooled != s.TokensPerImage || side%pooled != 0:
+		return fmt.Errorf("gguf: %d tokens per image must be a square dividing the %dx%d patch grid", s.TokensPerImage, side, side)
+	}
+	return nil
 }
 
 // Write writes the model described by spec to path (created or truncated).
@@ -199,7 +271,7 @@ func Write(path string, spec Spec) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if err = fsggml.WriteGGUF(f, kv, ts); err != nil {
+	if err = writeGGUF(f, kvList(kv), ts); err != nil {
 		return fmt.Errorf("gguf: writing %s: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
@@ -222,22 +294,14 @@ func (s Spec) Params() (int64, error) {
 	}
 	var total int64
 	for _, t := range n.tensors() {
-		e := int64(1)
-		for _, d := range t.Shape {
-			e *= int64(d)
-		}
-		total += e
+		total += int64(product(t.shape))
 	}
 	return total, nil
 }
 
-// kv returns the model's metadata.
-func (s Spec) kv() fsggml.KV {
-	kv := fsggml.KV{
-		"general.architecture":             s.Arch,
-		"general.name":                     s.Name,
-		"general.file_type":                uint32(fileType(s.DType)),
-		"general.alignment":                uint32(32),
+// kv returns the model's metadata, keyed as GGUF stores it.
+func (s Spec) kv() map[string]any {
+	kv := map[string]any{
 		"block_count":                      uint32(s.Layers),
 		"context_length":                   uint32(s.ContextLength),
 		"embedding_length":                 uint32(s.Embd),
@@ -250,13 +314,31 @@ func (s Spec) kv() fsggml.KV {
 		"rope.freq_base":                   s.RopeBase,
 		"rope.dimension_count":             uint32(s.HeadDim),
 	}
+	if s.Arch == ArchGemma3 {
+		kv["attention.sliding_window"] = uint32(512)
+		kv["rope.local.freq_base"] = float32(10000)
+	}
+	if s.Vision {
+		kv["vision.block_count"] = uint32(s.VisionLayers)
+		kv["vision.embedding_length"] = uint32(s.VisionEmbd)
+		kv["vision.feed_forward_length"] = uint32(s.VisionFFN)
+		kv["vision.attention.head_count"] = uint32(s.VisionHeads)
+		kv["vision.attention.layer_norm_epsilon"] = float32(1e-6)
+		kv["vision.image_size"] = uint32(s.ImageSize)
+		kv["vision.patch_size"] = uint32(s.PatchSize)
+		kv["vision.num_channels"] = uint32(3)
+		kv["mm_tokens_per_image"] = uint32(s.TokensPerImage)
+	}
+	// Architecture keys carry the architecture's prefix.
+	out := make(map[string]any, len(kv)+32)
+	for k, v := range kv {
+		out[s.Arch+"."+k] = v
+	}
+	kv = out
+	kv["general.architecture"] = s.Arch
+	kv["general.name"] = s.Name
+	kv["general.file_type"] = uint32(ggmlType(s.DType)) // LLAMA_FTYPE_ALL_F32 = 0, MOSTLY_F16 = 1
+	kv["general.alignment"] = uint32(alignment)
 	s.Tokenizer.addKV(kv)
 	return kv
-}
-
-func fileType(d DType) fsggml.FileType {
-	if d == F16 {
-		return fsggml.FileTypeF16
-	}
-	return fsggml.FileTypeF32
 }

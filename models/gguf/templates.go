@@ -26,6 +26,18 @@ const ChatMLTemplate = `{%- for m in messages -%}
 {%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}
 {%- endif -%}`
 
+// GemmaTemplate is Gemma 3's chat format as a Jinja template: a system
+// message is folded into the first user turn, the assistant is "model".
+const GemmaTemplate = `{{- bos_token -}}
+{%- if messages[0]['role'] == 'system' -%}
+{%- set prefix = messages[0]['content'] + '\n\n' -%}{%- set turns = messages[1:] -%}
+{%- else -%}{%- set prefix = '' -%}{%- set turns = messages -%}{%- endif -%}
+{%- for m in turns -%}
+{%- set role = 'model' if m['role'] == 'assistant' else m['role'] -%}
+{{- '<start_of_turn>' + role + '\n' + (prefix if loop.first else '') + m['content'] | trim + '<end_of_turn>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}`
+
 // corpus is the text the synthetic vocabularies are learned from: the kind
 // of text nesy prompts and plans contain.
 const corpus = `You are a helpful assistant that writes plans for a household robot.

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/dlclark/regexp2"
-	fsggml "github.com/ollama/ollama/fs/ggml"
 )
 
 // Token types, as GGUF's tokenizer.ggml.token_type stores them.
@@ -85,7 +84,7 @@ func (t *Tokenizer) validate() error {
 	return nil
 }
 
-func (t *Tokenizer) addKV(kv fsggml.KV) {
+func (t *Tokenizer) addKV(kv map[string]any) {
 	kv["tokenizer.ggml.model"] = t.Model
 	kv["tokenizer.ggml.tokens"] = t.Tokens
 	kv["tokenizer.ggml.token_type"] = t.Types
@@ -379,4 +378,30 @@ func pad(t *Tokenizer, size int, next func(word string) (string, int32, float32)
 		}
 	}
 	return nil
+}
+
+// Token ids the engine's gemma3 model writes around every image.
+const (
+	gemmaStartOfImage = 255999
+	gemmaEndOfImage   = 256000
+)
+
+// SyntheticGemma returns a synthetic SentencePiece vocabulary laid out for
+// gemma3: the SyntheticSPM pieces padded to 262,144 tokens (Gemma 3's
+// size), with <start_of_image> and <end_of_image> at the ids the engine
+// uses around images, <start_of_turn> and <end_of_turn> after them, no
+// space prefix, and a Gemma chat template.
+func SyntheticGemma() (*Tokenizer, error) {
+	t, err := SyntheticSPM(262144)
+	if err != nil {
+		return nil, err
+	}
+	t.AddSpacePrefix = false
+	t.ChatTemplate = GemmaTemplate
+	for i, s := range []string{"<start_of_image>", "<end_of_image>", "<start_of_turn>", "<end_of_turn>"} {
+		id := gemmaStartOfImage + i
+		t.Tokens[id], t.Types[id], t.Scores[id] = s, TypeControl, 0
+	}
+	t.EOT = gemmaStartOfImage + 3
+	return t, nil
 }

@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-
-	fsggml "github.com/ollama/ollama/fs/ggml"
 )
 
 // logitStd is the standard deviation the output projection aims for: the
@@ -19,23 +17,15 @@ const logitStd = 3.0
 
 // tensors lists the model's tensors with their generators. Shapes follow
 // GGUF order (innermost dimension first).
-func (s Spec) tensors() []*fsggml.Tensor {
+func (s Spec) tensors() []tensor {
 	vocab := len(s.Tokenizer.Tokens)
 	q := s.Heads * s.HeadDim
 	kvDim := s.KVHeads * s.HeadDim
 	wt := s.DType
-	var ts []*fsggml.Tensor
+	var ts []tensor
 	add := func(name string, kind DType, std float64, mean float32, shape ...int) {
-		sh := make([]uint64, len(shape))
-		for i, d := range shape {
-			sh[i] = uint64(d)
-		}
-		ts = append(ts, &fsggml.Tensor{
-			Name:     name,
-			Kind:     uint32(fileType(kind)),
-			Shape:    sh,
-			WriterTo: &randomTensor{seed: s.Seed, name: name, kind: kind, std: std, mean: mean, n: product(shape)},
-		})
+		ts = append(ts, tensor{name: name, kind: kind, shape: shape,
+			data: &randomTensor{seed: s.Seed, name: name, kind: kind, std: std, mean: mean, n: product(shape)}})
 	}
 	lin := func(fanIn int) float64 { return s.WeightScale / math.Sqrt(float64(fanIn)) }
 
@@ -51,14 +41,46 @@ func (s Spec) tensors() []*fsggml.Tensor {
 		add(p+"attn_k.weight", wt, lin(s.Embd), 0, s.Embd, kvDim)
 		add(p+"attn_v.weight", wt, lin(s.Embd), 0, s.Embd, kvDim)
 		add(p+"attn_output.weight", wt, lin(q), 0, q, s.Embd)
-		if s.Arch == ArchQwen3 {
+		if s.Arch == ArchQwen3 || s.Arch == ArchGemma3 {
 			add(p+"attn_q_norm.weight", F32, 0, 1, s.HeadDim)
 			add(p+"attn_k_norm.weight", F32, 0, 1, s.HeadDim)
+		}
+		if s.Arch == ArchGemma3 {
+			add(p+"post_attention_norm.weight", F32, 0, 1, s.Embd)
+			add(p+"post_ffw_norm.weight", F32, 0, 1, s.Embd)
 		}
 		add(p+"ffn_norm.weight", F32, 0, 1, s.Embd)
 		add(p+"ffn_gate.weight", wt, lin(s.Embd), 0, s.Embd, s.FFN)
 		add(p+"ffn_up.weight", wt, lin(s.Embd), 0, s.Embd, s.FFN)
 		add(p+"ffn_down.weight", wt, lin(s.FFN), 0, s.FFN, s.Embd)
+	}
+	if s.Vision {
+		// SigLIP: patch convolution, learned positions, pre-norm encoder
+		// layers with biases, a final layer norm; the projector pools the
+		// patch grid, RMS-normalises and projects to the text width.
+		v, patches := s.VisionEmbd, (s.ImageSize/s.PatchSize)*(s.ImageSize/s.PatchSize)
+		add("v.patch_embedding.weight", wt, s.WeightScale/math.Sqrt(float64(3*s.PatchSize*s.PatchSize)), 0, s.PatchSize, s.PatchSize, 3, v)
+		add("v.patch_embedding.bias", F32, 0.02, 0, v)
+		add("v.position_embedding.weight", wt, 0.5, 0, v, patches)
+		add("v.post_layernorm.weight", F32, 0, 1, v)
+		add("v.post_layernorm.bias", F32, 0, 0, v)
+		for i := range s.VisionLayers {
+			p := "v.blk." + strconv.Itoa(i) + "."
+			add(p+"layer_norm1.weight", F32, 0, 1, v)
+			add(p+"layer_norm1.bias", F32, 0, 0, v)
+			for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_output"} {
+				add(p+n+".weight", wt, lin(v), 0, v, v)
+				add(p+n+".bias", F32, 0.02, 0, v)
+			}
+			add(p+"layer_norm2.weight", F32, 0, 1, v)
+			add(p+"layer_norm2.bias", F32, 0, 0, v)
+			add(p+"mlp.fc1.weight", wt, lin(v), 0, v, s.VisionFFN)
+			add(p+"mlp.fc1.bias", F32, 0.02, 0, s.VisionFFN)
+			add(p+"mlp.fc2.weight", wt, lin(s.VisionFFN), 0, s.VisionFFN, v)
+			add(p+"mlp.fc2.bias", F32, 0.02, 0, v)
+		}
+		add("mm.mm_soft_emb_norm.weight", F32, 0, 1, v)
+		add("mm.mm_input_projection.weight", wt, lin(v), 0, s.Embd, v)
 	}
 	return ts
 }

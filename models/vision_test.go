@@ -1,0 +1,168 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"testing"
+
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// testImage draws a small gradient picture; shade changes it.
+func testImage(t *testing.T, shade uint8, asJPEG bool) []byte {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	for y := range 30 {
+		for x := range 40 {
+			m.Set(x, y, color.RGBA{shade, uint8(x * 6), uint8(y * 8), 255})
+		}
+	}
+	var b bytes.Buffer
+	var err error
+	if asJPEG {
+		err = jpeg.Encode(&b, m, nil)
+	} else {
+		err = png.Encode(&b, m)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestVision runs images through a generated gemma3 model with a tiny
+// SigLIP tower, over the engine's multimodal path (EncodeMultimodal,
+// PostTokenize, embeddings placed in the batch).
+func TestVision(t *testing.T) {
+	spec := gguf.Default(gguf.ArchGemma3)
+	spec.Vision = true
+	e := newTestEngine(t, spec, Options{})
+	info := e.Info()
+	if !info.Vision || info.Family != FamilyGemma3 {
+		t.Fatalf("Info = %+v, want a gemma3 vision model", info)
+	}
+	ctx := context.Background()
+	red, blue := testImage(t, 250, false), testImage(t, 5, true)
+	msgs := []Message{{Role: "user", Content: "What is on the table?", Images: [][]byte{red}}}
+	text, err := e.RenderChat(msgs, ChatOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := e.Tokenize(text, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeholders := 0
+	for _, tok := range toks {
+		if tok == ImageToken(0) {
+			placeholders++
+		}
+	}
+	if placeholders != 1 {
+		t.Fatalf("Tokenize(%q) has %d image placeholders, want 1", text, placeholders)
+	}
+
+	eval := func(toks []int32, images [][]byte) EvalResult {
+		t.Helper()
+		s, err := e.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Release(s)
+		res, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: toks, Images: images}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Len(s); got != res[0].Positions {
+			t.Errorf("Len %d, Positions %d", got, res[0].Positions)
+		}
+		return res[0]
+	}
+	before := e.Stats().Images
+	a := eval(toks, [][]byte{red})
+	if a.Images != 1 || e.Stats().Images != before+1 {
+		t.Errorf("Images = %d (stats +%d), want 1", a.Images, e.Stats().Images-before)
+	}
+	// Gemma 3 puts an image in "\n\n<start_of_image>" + 4 embeddings (the
+	// pooled 2x2 patch grid) + "<end_of_image>\n\n".
+	if want := len(toks) - 1 + spec.TokensPerImageOrDefault() + 4; a.Positions != want {
+		t.Errorf("Positions = %d, want %d", a.Positions, want)
+	}
+	b := eval(toks, [][]byte{blue})
+	if maxAbsDiff(a.Logits[0], b.Logits[0]) == 0 {
+		t.Error("logits do not depend on the image")
+	}
+	again := eval(toks, [][]byte{red})
+	assertClose(t, "same image twice", again.Logits[0], a.Logits[0], 1e-5)
+
+	// An image request batched with a text request gets its logits alone.
+	textToks := testTokens(3, 9, info.VocabSize)
+	textAlone := evalAlone(t, e, textToks)
+	s1, _ := e.NewSequence()
+	s2, _ := e.NewSequence()
+	res, err := e.Eval(ctx, []EvalRequest{{Seq: s1, Tokens: toks, Images: [][]byte{red}}, {Seq: s2, Tokens: textToks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertClose(t, "image request in a batch", res[0].Logits[0], a.Logits[0], tolFor(e))
+	assertClose(t, "text request beside an image", res[1].Logits[0], textAlone[len(textAlone)-1], tolFor(e))
+
+	// A fork after the image continues as the original does.
+	f, err := e.Fork(s1, e.Len(s1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := []int32{5, 6}
+	r1, err := e.Eval(ctx, []EvalRequest{{Seq: f, Tokens: next}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := e.Eval(ctx, []EvalRequest{{Seq: s1, Tokens: next}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertClose(t, "fork after an image", r1[0].Logits[0], r2[0].Logits[0], tolFor(e))
+
+	// Images not referenced by a placeholder go before the tokens.
+	if r := eval([]int32{7, 8}, [][]byte{blue}); r.Images != 1 || r.Positions != 2+spec.TokensPerImageOrDefault()+4 {
+		t.Errorf("unreferenced image: %d images, %d positions", r.Images, r.Positions)
+	}
+
+	// Bad images fail cleanly and leave the sequence as it was.
+	s3, _ := e.NewSequence()
+	for _, bad := range [][]EvalRequest{
+		{{Seq: s3, Tokens: []int32{ImageToken(0), 5}, Images: [][]byte{[]byte("not an image")}}},
+		{{Seq: s3, Tokens: []int32{ImageToken(1), 5}, Images: [][]byte{red}}},
+	} {
+		if _, err := e.Eval(ctx, bad); err == nil {
+			t.Errorf("Eval(%v) succeeded", bad[0].Tokens)
+		}
+		if e.Len(s3) != 0 {
+			t.Errorf("Len after a failed image request = %d", e.Len(s3))
+		}
+	}
+}
+
+// TestNoVisionModel: text models leave images out of chats and refuse
+// image placeholders.
+func TestNoVisionModel(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchQwen3), Options{})
+	msgs := []Message{{Role: "user", Content: "hi", Images: [][]byte{testImage(t, 1, false)}}}
+	text, _ := e.RenderChat(msgs, ChatOptions{})
+	toks, _ := e.Tokenize(text+"[img-0]", true)
+	for _, tok := range toks {
+		if tok < 0 {
+			t.Fatalf("text model produced an image placeholder: %v", toks)
+		}
+	}
+	s, _ := e.NewSequence()
+	_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{ImageToken(0)}, Images: [][]byte{{1}}}})
+	if !errors.Is(err, ErrNoVision) {
+		t.Errorf("Eval with an image on a text model: %v", err)
+	}
+}
