@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
@@ -55,6 +56,11 @@ type PlanRequest struct {
 	MaxEvaluatedTokens int64 `json:"max_evaluated_tokens,omitempty"`
 	// MaxActions bounds the plan length; 0 means 100.
 	MaxActions int `json:"max_actions,omitempty"`
+	// End says where a constrained plan may end: "any" (default: at any
+	// action boundary, when the model writes its end token) or "goal"
+	// (only where the goal holds). Every plan also stops as soon as the
+	// goal holds.
+	End string `json:"end,omitempty"`
 	// Heuristic values search leaves (package heuristic's syntax: "ff",
 	// "lmcut", "mix(0.5*ff+0.5*lmcut)", ...); "" means ff.
 	Heuristic string `json:"heuristic,omitempty"`
@@ -397,6 +403,9 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 	}
 	if req.MaxActions == 0 {
 		req.MaxActions = min(100, o.MaxActions)
+	}
+	if _, err := decoder.ParseEndPolicy(req.End); err != nil {
+		return bad("end: %v", err)
 	}
 	if req.Heuristic == "" {
 		req.Heuristic = "ff"

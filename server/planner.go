@@ -39,7 +39,8 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (planOutcome, err
 		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
 	}
 	req := job.req
-	space := decoder.SpaceOptions{MaxActions: req.MaxActions, StopAtGoal: true}
+	end, _ := decoder.ParseEndPolicy(req.End) // checked with the request
+	space := decoder.SpaceOptions{MaxActions: req.MaxActions, StopAtGoal: true, EndPolicy: end}
 	prompt := decoder.PromptOptions{Think: req.Think, Goal: job.goal}
 	bctx, cancel := context.WithTimeout(ctx, job.budget)
 	defer cancel()

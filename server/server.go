@@ -45,7 +45,7 @@ type Options struct {
 	// once (their forward passes are merged); 0 means 4.
 	MaxConcurrent int
 	// MaxQueue is the number of requests that may wait for a slot; more are
-	// refused with 429. 0 means 64.
+	// refused with 429. 0 means 64; negative means none may wait.
 	MaxQueue int
 	// QueueTimeout is how long a request may wait for a slot before a 503;
 	// 0 means 2 minutes.
@@ -107,6 +107,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.MaxConcurrent, 4)
 	def(&o.MaxQueue, 64)
+	o.MaxQueue = max(o.MaxQueue, 0)
 	def(&o.MaxPDDLBytes, 1<<20)
 	def(&o.MaxGroundActions, 100000)
 	def(&o.MaxSimulations, 100000)
@@ -182,8 +183,8 @@ type Server struct {
 // (ctx bounds the load).
 func New(ctx context.Context, opts Options) (*Server, error) {
 	o := opts.withDefaults()
-	if o.MaxConcurrent < 0 || o.MaxQueue < 0 || o.MaxLoadedModels < 1 {
-		return nil, fmt.Errorf("server: MaxConcurrent, MaxQueue must not be negative and MaxLoadedModels must be positive")
+	if o.MaxConcurrent < 1 || o.MaxLoadedModels < 1 {
+		return nil, fmt.Errorf("server: MaxConcurrent and MaxLoadedModels must be positive")
 	}
 	if o.ModelsDir != "" {
 		fi, err := os.Stat(o.ModelsDir)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/models/gpu"
 	"github.com/nesy-dev/nesy/server"
 )
 
@@ -47,8 +47,10 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 			o.MaxBodyBytes = maxBody
 			o.Logger = log
 			o.Engine.Logger = log
-			o.GPUStats = gpuStats
-			log.Info("nesy starting", "system", models.SystemInfo().String())
+			mon := gpu.Open(gpu.Options{})
+			defer mon.Close()
+			o.GPUStats = func() []server.GPUStat { return gpuStats(mon.Read()) }
+			log.Info("nesy starting", "system", models.SystemInfo().String(), "gpus", mon.Read().String())
 			if host, _, err := net.SplitHostPort(addr); err == nil {
 				if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && o.Token == "" {
 					log.Warn("listening beyond loopback without a bearer token: anyone who can reach " + addr + " can use the server (set --token or NESY_TOKEN)")
@@ -104,7 +106,22 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	return cmd
 }
 
-// gpuStats reads the GPUs for /metrics (none without an NVIDIA driver).
-func gpuStats() []server.GPUStat { return nil }
-
-var _ = context.Background
+// gpuStats turns an NVML reading into the server's GPU metrics (none
+// without an NVIDIA driver; fields NVML cannot read stay unknown).
+func gpuStats(st gpu.Status) []server.GPUStat {
+	var out []server.GPUStat
+	for _, d := range st.Devices {
+		g := server.GPUStat{Index: d.Index, Utilization: -1, TemperatureC: -1}
+		if d.Utilization >= 0 {
+			g.Utilization = float64(d.Utilization) / 100
+		}
+		if d.TemperatureC >= 0 {
+			g.TemperatureC = float64(d.TemperatureC)
+		}
+		if d.MemoryTotal > 0 && d.MemoryUsed >= 0 {
+			g.MemoryTotal, g.MemoryUsed = uint64(d.MemoryTotal), uint64(d.MemoryUsed)
+		}
+		out = append(out, g)
+	}
+	return out
+}
