@@ -205,18 +205,18 @@ type planJob struct {
 
 // planOutcome is what a planner returns.
 type planOutcome struct {
-	actions    []int // task action ids, in order
-	texts      []string
-	text       string // raw output (unconstrained decoding)
-	stop       string
-	valid      bool // the planner's own verdict
-	goal       bool
-	prompt     int64
-	generated  int64
-	evaluated  int64
-	calls      int64
-	sims       int64
-	budgetOut  bool // a budget ran out before the goal
+	actions   []int // task action ids, in order
+	texts     []string
+	text      string // raw output (unconstrained decoding)
+	stop      string
+	valid     bool // the planner's own verdict
+	goal      bool
+	prompt    int64
+	generated int64
+	evaluated int64
+	calls     int64
+	sims      int64
+	budgetOut bool // a budget ran out before the goal
 	// The first step of an unconstrained plan that is not an applicable
 	// action, as written, and why ("" when none).
 	invalidText, invalidReason string

@@ -201,5 +201,3 @@ func (c *countingLM) Eval(ctx context.Context, reqs []models.EvalRequest) ([]mod
 	}
 	return res, err
 }
-
-
