@@ -1,0 +1,189 @@
+package mcts
+
+import (
+	"math"
+	"time"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// result builds the Result: the solution, else the best prefix, re-validated
+// against the task.
+func (s *searcher) result(stop string) *Result {
+	res := &Result{Stop: stop}
+	var cur decoder.Cursor
+	var toks []int32
+	switch {
+	case s.solution != nil:
+		cur, toks = s.solution.cur, s.solution.toks
+	case s.bestOpen != nil:
+		cur, toks = s.bestOpen.cur, pathTokens(s.bestOpen)
+	}
+	if toks != nil || cur.Len() > 0 {
+		res.Plan = cur.Plan()
+		// A terminal's last token may be an end token or text past the
+		// plan: keep only what spells the plan's actions.
+		res.Tokens = s.planTokens(toks, len(res.Plan))
+	}
+	steps := make([]pddl.PlanStep, len(res.Plan))
+	for i, a := range res.Plan {
+		act := &s.task.Actions[a]
+		steps[i] = pddl.PlanStep{Name: act.Name, Args: act.Args}
+		res.Lines = append(res.Lines, act.String())
+		res.Texts = append(res.Texts, s.sp.ActionText(a))
+	}
+	res.Validation = s.task.Validate(steps)
+	res.Valid, res.GoalReached = res.Validation.Valid, res.Validation.GoalReached
+	if s.calls > 0 {
+		res.Stats = s.stats
+		res.Stats.BatchOccupancy = float64(s.leaves) / float64(s.calls*s.opts.Batch)
+	} else {
+		res.Stats = s.stats
+	}
+	res.Stats.Elapsed = time.Since(s.start)
+	return res
+}
+
+// planTokens cuts toks after the token that completes the n-th action.
+func (s *searcher) planTokens(toks []int32, n int) []int32 {
+	if n == 0 {
+		return nil
+	}
+	sep := s.sp.Options().Separator
+	seen, text := 0, []byte(nil)
+	for i, t := range toks {
+		if s.idx.IsEnd(t) || !s.idx.IsText(t) {
+			return toks[:i]
+		}
+		text = append(text, s.idx.Text(t)...)
+		for len(text) >= len(sep) {
+			j := indexOf(text, sep)
+			if j < 0 {
+				break
+			}
+			seen++
+			text = text[j+len(sep):]
+			if seen == n {
+				return toks[:i+1]
+			}
+		}
+	}
+	return toks
+}
+
+func indexOf(b []byte, sep string) int {
+	for i := 0; i+len(sep) <= len(b); i++ {
+		if string(b[i:i+len(sep)]) == sep {
+			return i
+		}
+	}
+	return -1
+}
+
+// rollouts continues each evaluated open leaf by constrained greedy decoding
+// for up to Options.Rollout actions, all leaves together (one forward pass
+// per token for the batch), and returns the value of each leaf: R_G when the
+// rollout reaches the goal, a loss at a dead end, else the value of where it
+// stopped. Leaves without logits or that are not open keep their static
+// value.
+func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool, error) {
+	values := make([]float64, len(leaves))
+	losses := make([]bool, len(leaves))
+	type rollout struct {
+		i      int
+		toks   []int32
+		cur    decoder.Cursor
+		seq    models.SeqID
+		logits []float32
+		start  int
+	}
+	var active []*rollout
+	defer func() {
+		for _, r := range active {
+			s.lm.Release(r.seq)
+		}
+	}()
+	for i, leaf := range leaves {
+		values[i] = leaf.static
+		if rows[i] == nil || leaf.kind != open || !leaf.hasSeq {
+			continue
+		}
+		seq, err := s.lm.Fork(leaf.seq, leaf.depth)
+		if err != nil {
+			continue // no slot: value the leaf statically
+		}
+		active = append(active, &rollout{i: i, cur: leaf.cur, seq: seq, logits: rows[i], start: leaf.cur.Len(), toks: pathTokens(leaf)})
+	}
+	var reqs []models.EvalRequest
+	var stepping []*rollout
+	for len(active) > 0 {
+		reqs, stepping = reqs[:0], stepping[:0]
+		keep := active[:0]
+		for _, r := range active {
+			s.sp.Allowed(r.cur, &s.set)
+			done := len(s.set.IDs) == 0
+			if !done {
+				best := 0
+				for k, id := range s.set.IDs {
+					if r.logits[id] > r.logits[s.set.IDs[best]] {
+						best = k
+					}
+				}
+				tok := s.set.IDs[best]
+				cur, err := s.sp.Advance(r.cur, s.set.Next[best])
+				if err != nil {
+					done = true
+				} else {
+					r.cur = cur
+					r.toks = append(r.toks, tok)
+					done = cur.Ended() || (cur.AtBoundary() && (cur.GoalReached() || cur.Len()-r.start >= s.opts.Rollout))
+					if !done {
+						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: []int32{tok}})
+						stepping = append(stepping, r)
+					}
+				}
+			}
+			if done {
+				if r.cur.AtBoundary() && r.cur.GoalReached() {
+					s.found(r.cur, r.toks)
+				}
+				values[r.i], losses[r.i] = s.rolloutValue(r.cur)
+				s.lm.Release(r.seq)
+				continue
+			}
+			keep = append(keep, r)
+		}
+		active = keep
+		if len(reqs) == 0 {
+			break
+		}
+		res, err := s.lm.Eval(s.ctx, reqs)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.stats.ModelCalls++
+		for k, r := range stepping {
+			r.logits = lastRow(res[k])
+			s.stats.EvaluatedTokens += int64(res[k].Positions)
+		}
+	}
+	return values, losses, nil
+}
+
+// rolloutValue values the cursor a rollout stopped at.
+func (s *searcher) rolloutValue(c decoder.Cursor) (float64, bool) {
+	if c.AtBoundary() && c.GoalReached() {
+		return s.opts.GoalReward, false
+	}
+	if c.DeadEnd() {
+		return 0, true
+	}
+	v, ok := s.staticValue(c)
+	if !ok || math.IsInf(v, 0) {
+		return 0, true
+	}
+	s.vr.add(v)
+	return v, false
+}

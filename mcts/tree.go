@@ -1,0 +1,236 @@
+package mcts
+
+import (
+	"math"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/models"
+)
+
+// kind says what a node is.
+type kind uint8
+
+const (
+	open     kind = iota // can be expanded
+	goal                 // its plan reaches the goal (terminal)
+	terminal             // its plan ended without the goal: end token, max actions, depth limit (terminal)
+	dead                 // dead end, invalid text (unconstrained), loop or bound (terminal, a loss)
+)
+
+// phase says where an open node is in its life.
+type phase uint8
+
+const (
+	fresh    phase = iota // created, not evaluated
+	pending               // selected for evaluation in the current batch
+	expanded              // evaluated: children known
+)
+
+// node is a node of the search tree: a position in the plan (symbolic state,
+// partial action text: both in cur) reached from the parent by one token or a
+// collapsed chain of forced tokens, and the model sequence that holds its
+// prefix when one is kept.
+type node struct {
+	parent *node
+	// toks are the tokens of the edge from the parent (more than one for a
+	// collapsed forced chain).
+	toks []int32
+	cur  decoder.Cursor
+	// depth is the number of sequence positions after toks (prompt
+	// included).
+	depth int
+	// prior is p(toks[0] | parent): the constrained prior (renormalised
+	// over the allowed tokens) or the model's full distribution.
+	prior float64
+	// static is the node's own raw value (see value.go); unused when kind
+	// is dead.
+	static float64
+	kind   kind
+	phase  phase
+	// boundary is the nearest node at or above this one whose cursor is at
+	// an action boundary (for the loop check).
+	boundary *node
+
+	// Statistics. n counts backed-up values, w sums the finite ones (losses
+	// counted apart, valued at the tree's current minimum), best is the
+	// largest; vl counts virtual losses in flight.
+	n, losses, vl int
+	w, best       float64
+
+	children []*node
+	// rest are the allowed tokens left out of children, best prior first
+	// (constrained search only), for widening.
+	rest []cand
+	// live counts children not exhausted; unevaluated counts open children
+	// not yet evaluated (the node's sequence is kept for their forks).
+	live, unevaluated int
+	exhausted         bool
+
+	// The model sequence holding this node's prefix, when kept.
+	seq    models.SeqID
+	hasSeq bool
+	used   int64 // last use, for least-recently-used eviction
+	slot   int   // index in searcher.holders
+}
+
+// cand is an allowed next token with its prior.
+type cand struct {
+	id    int32
+	next  int32 // trie node (constrained), unused otherwise
+	prior float64
+}
+
+// stats keeps the value range the tree has seen, for normalisation.
+type valueRange struct {
+	lo, hi float64
+}
+
+func newRange() valueRange { return valueRange{math.Inf(1), math.Inf(-1)} }
+
+func (r *valueRange) add(v float64) {
+	r.lo = min(r.lo, v)
+	r.hi = max(r.hi, v)
+}
+
+// norm maps a raw value into [0, 1] by the range seen so far (MuZero's
+// min-max normalisation); 0.5 while the range is empty or a point.
+func (r *valueRange) norm(v float64) float64 {
+	if !(r.hi > r.lo) {
+		return 0.5
+	}
+	return min(1, max(0, (v-r.lo)/(r.hi-r.lo)))
+}
+
+// q returns the node's normalised value for selection: its backed-up
+// statistic (mean or max) diluted by pending virtual losses, or, before any
+// backup, its static value.
+func (s *searcher) q(c *node) float64 {
+	if c.kind == dead {
+		return math.Inf(-1)
+	}
+	lo := s.vr.lo
+	if math.IsInf(lo, 1) {
+		lo = c.static
+	}
+	var stat float64
+	k := c.n
+	switch {
+	case c.n == 0:
+		stat, k = c.static, 1
+		if c.vl > 0 {
+			k = 0
+		}
+	case s.opts.Backup == BackupMean:
+		stat = (c.w + float64(c.losses)*lo) / float64(c.n)
+	default:
+		stat = c.best
+		if math.IsInf(stat, -1) {
+			stat = lo
+		}
+	}
+	if c.vl > 0 {
+		stat = (stat*float64(k) + lo*float64(c.vl)) / float64(k+c.vl)
+	}
+	if s.opts.Normalize == NormalizeUnit {
+		return (stat - s.root.static) / s.opts.ValueScale
+	}
+	return s.vr.norm(stat)
+}
+
+// pick returns the child of n with the highest PUCB score among those not
+// exhausted, or nil.
+func (s *searcher) pick(n *node) *node {
+	visits := float64(n.n + n.vl)
+	c := s.opts.C
+	if s.opts.Base > 0 {
+		c += math.Log((1 + visits + s.opts.Base) / s.opts.Base)
+	}
+	u := c * math.Sqrt(visits)
+	var best *node
+	bestScore := math.Inf(-1)
+	for _, ch := range n.children {
+		if ch.exhausted {
+			continue
+		}
+		score := s.q(ch) + u*ch.prior/float64(1+ch.n+ch.vl)
+		if score > bestScore {
+			best, bestScore = ch, score
+		}
+	}
+	return best
+}
+
+// selectLeaf walks from the root by PUCB to a node not yet expanded. It
+// returns nil when the root is exhausted.
+func (s *searcher) selectLeaf() *node {
+	n := s.root
+	for {
+		if n.exhausted {
+			return nil
+		}
+		if n.phase != expanded {
+			return n
+		}
+		c := s.pick(n)
+		if c == nil {
+			// Cannot happen: a node whose children are all exhausted is
+			// exhausted itself. Mark it so and restart.
+			s.exhaust(n)
+			n = s.root
+			continue
+		}
+		n = c
+	}
+}
+
+func (s *searcher) addVirtualLoss(leaf *node, k int) {
+	for x := leaf; x != nil; x = x.parent {
+		x.vl += k
+	}
+}
+
+// backup records a leaf value (a loss when lossy) on the path to the root
+// and removes the leaf's virtual loss.
+func (s *searcher) backup(leaf *node, v float64, loss bool) {
+	for x := leaf; x != nil; x = x.parent {
+		x.vl -= s.opts.VirtualLoss
+		x.n++
+		if loss {
+			x.losses++
+			continue
+		}
+		x.w += v
+		x.best = max(x.best, v)
+	}
+	if !loss {
+		s.vr.add(v)
+	}
+}
+
+// exhaust marks n as fully searched: it is never selected again, its
+// sequences are released, and its parent is widened or exhausted in turn
+// when n was its last live child.
+func (s *searcher) exhaust(n *node) {
+	for n != nil && !n.exhausted {
+		n.exhausted = true
+		if n.phase == expanded {
+			s.releaseSubtree(n)
+		}
+		p := n.parent
+		if p == nil {
+			return
+		}
+		p.live--
+		if n.phase == fresh && n.kind == open {
+			p.unevaluated--
+			s.maybeReleaseParent(p)
+		}
+		if p.live > 0 {
+			return
+		}
+		if s.widen(p) {
+			return
+		}
+		n = p
+	}
+}

@@ -1,0 +1,141 @@
+package mcts
+
+import (
+	"math"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/trie"
+)
+
+// maskKey identifies a (state, partial action) position: the state's action
+// trie (one per state in the Space's cache) and the node of the partial text.
+type maskKey struct {
+	at   *trie.ActionTrie
+	node trie.Node
+}
+
+// mask is what the tree keeps per (state, partial): the allowed tokens with
+// their next nodes, and the best heuristic value among the actions the
+// partial text can still become.
+type mask struct {
+	ids  []int32
+	next []trie.Node
+	// hmin is min over consistent actions a of h(apply(s, a)); +Inf when
+	// every one leads to a dead end. Computed on first use (hminOK).
+	hmin   float64
+	hminOK bool
+	// into[i] is the index of the token that dominates token i (see
+	// dominance), i itself for a token kept as a child.
+	into []int32
+}
+
+// maxMasks bounds the mask cache; it is cleared when full (the Space's own
+// per-state trie cache keeps rebuilding cheap).
+const maxMasks = 1 << 16
+
+// mask returns the cached mask of the open cursor c.
+func (s *searcher) mask(c decoder.Cursor) *mask {
+	k := maskKey{c.Trie(), c.Node()}
+	if m, ok := s.masks[k]; ok {
+		s.stats.MaskHits++
+		return m
+	}
+	s.sp.Allowed(c, &s.set)
+	m := &mask{
+		ids:  append([]int32(nil), s.set.IDs...),
+		next: append([]trie.Node(nil), s.set.Next...),
+	}
+	m.into = dominance(s.idx, c.Trie(), m.ids, m.next)
+	if len(s.masks) >= maxMasks {
+		clear(s.masks)
+	}
+	s.masks[k] = m
+	s.stats.MaskMisses++
+	return m
+}
+
+// h returns the heuristic value of a state (cached by state).
+func (s *searcher) h(st pddl.State) float64 {
+	k := st.Key()
+	if v, ok := s.hcache[k]; ok {
+		return v
+	}
+	v, deadEnd := s.heur.Eval(st)
+	if deadEnd {
+		v = math.Inf(1)
+	}
+	s.hcache[k] = v
+	s.stats.HeuristicEvals++
+	return v
+}
+
+// hmin returns the best heuristic value among the successors by the
+// applicable actions whose text still starts with c's partial text.
+func (s *searcher) hmin(c decoder.Cursor, m *mask) float64 {
+	if m.hminOK {
+		return m.hmin
+	}
+	at, st := c.Trie(), c.State()
+	best := math.Inf(1)
+	s.idxBuf = at.Consistent(c.Node(), s.idxBuf[:0])
+	for _, i := range s.idxBuf {
+		a, ok := s.sp.Lexicon().Lookup(st, at.Action(int(i)))
+		if !ok {
+			continue
+		}
+		best = min(best, s.h(s.task.Apply(st, a)))
+	}
+	m.hmin, m.hminOK = best, true
+	return best
+}
+
+// staticValue returns the raw value of an open node at cursor c, and false
+// when it is a dead end: at an action boundary -h(s) - lambda*|plan|; inside
+// an action (unless NoLookahead) the best completion's value,
+// -min_a h(s·a) - lambda*(|plan|+1).
+func (s *searcher) staticValue(c decoder.Cursor) (float64, bool) {
+	lam := s.opts.Lambda
+	if c.AtBoundary() || s.opts.NoLookahead {
+		h := s.h(c.State())
+		return -h - lam*float64(c.Len()), !math.IsInf(h, 1)
+	}
+	h := s.hmin(c, s.mask(c))
+	return -h - lam*float64(c.Len()+1), !math.IsInf(h, 1)
+}
+
+// planValue is the value of a plan that ended at c without the goal:
+// -h(s) - lambda*|plan| (false for a dead-end state).
+func (s *searcher) planValue(c decoder.Cursor) (float64, bool) {
+	h := s.h(c.State())
+	return -h - s.opts.Lambda*float64(c.Len()), !math.IsInf(h, 1)
+}
+
+// dominance finds, for each allowed token, the longest allowed token that
+// extends its text and leaves the same actions possible: writing the longer
+// one loses no plan, so the shorter one is folded into it (its prior added)
+// unless Options.AllTokens. ids are sorted by text, so the extensions of a
+// token's text follow it.
+func dominance(idx *trie.Index, at *trie.ActionTrie, ids []int32, next []trie.Node) []int32 {
+	into := make([]int32, len(ids))
+	for i := range ids {
+		into[i] = int32(i)
+		if next[i] < 0 {
+			continue
+		}
+		ti := idx.Text(ids[i])
+		ni := at.NumConsistent(next[i])
+		best, bestLen := i, len(ti)
+		for j := i + 1; j < len(ids) && next[j] >= 0; j++ {
+			tj := idx.Text(ids[j])
+			if len(tj) < len(ti) || string(tj[:len(ti)]) != string(ti) {
+				break
+			}
+			if len(tj) > bestLen && at.NumConsistent(next[j]) == ni {
+				best, bestLen = j, len(tj)
+			}
+		}
+		into[i] = int32(best)
+	}
+	return into
+}
