@@ -125,4 +125,3 @@ func planbench(tb testing.TB, i int) (string, string) {
 	d := filepath.Join(testenv.Datasets(tb), "planbench-blocksworld")
 	return filepath.Join(d, "domain.pddl"), filepath.Join(d, "instances", "instance-"+strconv.Itoa(i)+".pddl")
 }
-

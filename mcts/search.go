@@ -106,7 +106,7 @@ type searcher struct {
 	maxActs int
 
 	solution  *found // best plan reaching the goal
-	bestOpen  *node // best-valued boundary node without the goal
+	bestOpen  *node  // best-valued boundary node without the goal
 	bestValue float64
 	start     time.Time
 	leaves    int // leaves evaluated in model calls (for occupancy)
