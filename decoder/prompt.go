@@ -1,0 +1,222 @@
+package decoder
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/nesy-dev/nesy/lexicon"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// DefaultSystemPrompt is the system message of the planning prompt.
+const DefaultSystemPrompt = "You are a planner for an embodied agent. Given the actions the agent can take, " +
+	"the current state of its world and a goal, you write a plan: a sequence of actions that, " +
+	"executed in order from the current state, achieves the goal. You answer with the plan only."
+
+// DefaultGoalAlternatives is how many alternatives of a disjunctive goal the
+// prompt lists when PromptOptions.GoalAlternatives is 0.
+const DefaultGoalAlternatives = 6
+
+// PromptOptions configure the planning prompt. The zero value gives the
+// default prompt: the action forms, the objects, the whole initial state
+// (static facts included), the goal from the task, one action per line.
+type PromptOptions struct {
+	// System replaces DefaultSystemPrompt when not empty.
+	System string
+	// Goal is the goal in words (e.g. ALFWorld's "put a clean apple in
+	// fridge."); "" describes the task's goal from its facts.
+	Goal string
+	// Observation is text shown before the state (e.g. an environment's
+	// first observation); "" shows none.
+	Observation string
+	// OmitStatic leaves facts that never change (types, fixed locations)
+	// out of the state description.
+	OmitStatic bool
+	// OmitState leaves the state description out entirely (for
+	// environments whose Observation already describes it).
+	OmitState bool
+	// GoalAlternatives bounds the alternatives of a disjunctive goal that are
+	// listed; 0 means DefaultGoalAlternatives.
+	GoalAlternatives int
+	// End is the end marker the model is told to write after the last
+	// action (SpaceOptions.End, e.g. "done\n"); "" tells it to stop.
+	End string
+	// Think renders the chat with Qwen's thinking mode on (models whose
+	// template has the switch); off by default.
+	Think bool
+}
+
+// Prompt is a rendered, tokenized planning prompt.
+type Prompt struct {
+	Messages []models.Message
+	// Text is the chat rendered with the model's template, ending with the
+	// assistant turn's opening.
+	Text string
+	// Tokens are Text's tokens (chat markup as special tokens).
+	Tokens []int32
+	// Think reports whether the model will think before answering (thinking
+	// was asked for and the model's template has the switch).
+	Think bool
+}
+
+// Messages returns the planning chat for the task lex is bound to: a system
+// message and a user message holding the action forms, the objects, the
+// state, the goal and the output format.
+func Messages(lex *lexicon.Bound, opts PromptOptions) []models.Message {
+	task := lex.Task()
+	var b strings.Builder
+
+	b.WriteString("Actions you can take, one per line, written exactly in one of these forms " +
+		"(<...> stands for an object's name):\n")
+	for _, f := range actionForms(lex) {
+		b.WriteString("- " + f + "\n")
+	}
+
+	b.WriteString("\nObjects: ")
+	names := make([]string, 0, len(task.Objects))
+	seen := map[string]bool{}
+	for _, o := range lexicon.InitObjects(task) {
+		if n := lex.Name(o); !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	b.WriteString(strings.Join(names, ", ") + ".\n")
+
+	if opts.Observation != "" {
+		b.WriteString("\n" + strings.TrimSpace(opts.Observation) + "\n")
+	}
+	if !opts.OmitState {
+		b.WriteString("\nCurrent state:\n")
+		for _, line := range stateLines(lex, task.Init, !opts.OmitStatic) {
+			b.WriteString("- " + line + "\n")
+		}
+	}
+
+	b.WriteString("\nGoal: ")
+	if opts.Goal != "" {
+		b.WriteString(strings.TrimSpace(opts.Goal) + "\n")
+	} else {
+		b.WriteString(goalText(lex, opts.GoalAlternatives))
+	}
+
+	b.WriteString("\nWrite the plan: one action per line, each exactly in one of the forms above " +
+		"with the objects' names, without numbering or any other text.")
+	if end := strings.TrimSpace(opts.End); end != "" {
+		fmt.Fprintf(&b, " After the last action, write %q on its own line.", end)
+	} else {
+		b.WriteString(" Stop after the last action.")
+	}
+
+	sys := opts.System
+	if sys == "" {
+		sys = DefaultSystemPrompt
+	}
+	return []models.Message{{Role: "system", Content: sys}, {Role: "user", Content: b.String()}}
+}
+
+// BuildPrompt renders the planning chat (Messages) with the model's chat
+// template and tokenizes it.
+func BuildPrompt(lm models.LM, lex *lexicon.Bound, opts PromptOptions) (*Prompt, error) {
+	msgs := Messages(lex, opts)
+	text, err := lm.RenderChat(msgs, models.ChatOptions{Think: opts.Think})
+	if err != nil {
+		return nil, fmt.Errorf("decoder: rendering the prompt: %w", err)
+	}
+	toks, err := lm.Tokenize(text, true)
+	if err != nil {
+		return nil, fmt.Errorf("decoder: tokenizing the prompt: %w", err)
+	}
+	if len(toks) == 0 {
+		return nil, fmt.Errorf("decoder: the prompt has no tokens")
+	}
+	return &Prompt{Messages: msgs, Text: text, Tokens: toks, Think: opts.Think && lm.Info().Thinking}, nil
+}
+
+// actionForms lists the action schemas of the task in the lexicon's words,
+// with each parameter shown as <name>: "take <o> from <r>", or in the
+// default form "pick-up <x>". Sorted, without duplicates.
+func actionForms(lex *lexicon.Bound) []string {
+	task := lex.Task()
+	tmpl := lex.Lexicon().Actions
+	seen := map[string]bool{}
+	var out []string
+	for schema, params := range task.Params {
+		slots := make([]string, len(params))
+		for i, p := range params {
+			slots[i] = "<" + p + ">"
+		}
+		form := strings.TrimSpace(schema + " " + strings.Join(slots, " "))
+		if src, ok := tmpl[schema]; ok {
+			if t, err := lexicon.ParseTemplate(src, params, 0); err == nil {
+				form = t.Execute(slots, nil)
+			}
+		}
+		if !seen[form] {
+			seen[form] = true
+			out = append(out, form)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// stateLines describes state s in the lexicon's fact sentences (or "pred a
+// b" with display names), fluent facts first, then static ones, each group
+// sorted.
+func stateLines(lex *lexicon.Bound, s pddl.State, static bool) []string {
+	task := lex.Task()
+	var fluent, fixed []string
+	for _, f := range s.Facts() {
+		fluent = append(fluent, lex.FactText(task.Facts[f]))
+	}
+	if static {
+		for _, f := range task.Static {
+			fixed = append(fixed, lex.FactText(f))
+		}
+	}
+	sort.Strings(fluent)
+	sort.Strings(fixed)
+	return append(fluent, fixed...)
+}
+
+// goalText describes the task's goal (a DNF over fluent facts): the facts of
+// a single conjunction, one per line, or up to max alternatives.
+func goalText(lex *lexicon.Bound, max int) string {
+	task := lex.Task()
+	if max <= 0 {
+		max = DefaultGoalAlternatives
+	}
+	conj := func(c pddl.Conj) []string {
+		var out []string
+		for _, f := range c.Pos {
+			out = append(out, lex.FactText(task.Facts[f]))
+		}
+		for _, f := range c.Neg {
+			out = append(out, "not: "+lex.FactText(task.Facts[f]))
+		}
+		return out
+	}
+	var b strings.Builder
+	switch len(task.Goal) {
+	case 0:
+		b.WriteString("(none: the goal cannot be reached)\n")
+	case 1:
+		b.WriteString("reach a state where all of these hold:\n")
+		for _, l := range conj(task.Goal[0]) {
+			b.WriteString("- " + l + "\n")
+		}
+	default:
+		fmt.Fprintf(&b, "reach a state where one of these %d alternatives holds:\n", len(task.Goal))
+		for i, c := range task.Goal {
+			if i == max {
+				fmt.Fprintf(&b, "(and %d more alternatives of the same kind)\n", len(task.Goal)-max)
+				break
+			}
+			fmt.Fprintf(&b, "Alternative %d: %s.\n", i+1, strings.Join(conj(c), "; "))
+		}
+	}
+	return b.String()
+}
