@@ -100,7 +100,7 @@ func evalAlone(t *testing.T, e *Engine, toks []int32) [][]float32 {
 	return res[0].Logits
 }
 
-var testArchs = []string{gguf.ArchLlama, gguf.ArchQwen3}
+var testArchs = []string{gguf.ArchLlama, gguf.ArchQwen3, gguf.ArchQwen35}
 
 func TestLogitsNonDegenerate(t *testing.T) {
 	for _, arch := range testArchs {
@@ -163,7 +163,9 @@ func TestBatchedEqualsAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := e.Stats().ModelCalls - calls; got != 1 {
+			// Recurrent models advance every sequence of a pass by the same
+			// count, so unequal prompts take several passes.
+			if got := e.Stats().ModelCalls - calls; got != 1 && !e.Info().Recurrent {
 				t.Errorf("%d forward passes for one merged batch, want 1", got)
 			}
 			for i := range prompts {
@@ -216,7 +218,10 @@ func TestForkContinues(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := e.Stats().EvaluatedTokens - evaluated; got != int64(len(cont)) || e.Stats().ModelCalls-calls != 1 {
+				// A recurrent model forked inside its history recomputes from
+				// the nearest checkpoint; at the end it shares the state.
+				recompute := e.Info().Recurrent && at < len(prompt)
+				if got := e.Stats().EvaluatedTokens - evaluated; !recompute && (got != int64(len(cont)) || e.Stats().ModelCalls-calls != 1) {
 					t.Errorf("fork at %d evaluated %d tokens in %d passes, want %d in 1 (prefix must not be recomputed)",
 						at, got, e.Stats().ModelCalls-calls, len(cont))
 				}
@@ -529,5 +534,46 @@ func TestSystemInfo(t *testing.T) {
 	plain := System{Backends: []Backend{{Name: "CPU", Features: []Feature{{"SSE3", "1"}, {"AVX2", "0"}}}}}
 	if cpu.X86.HasAVX2 && !strings.Contains(plain.Warning(), "AVX2") {
 		t.Errorf("no warning for a baseline build: %q", plain.Warning())
+	}
+}
+
+// TestRecurrentTruncate: truncating a hybrid recurrent model (Qwen3.5)
+// restores the nearest recurrent-state checkpoint before the cut and
+// recomputes only the positions after it.
+func TestRecurrentTruncate(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchQwen35), Options{})
+	if !e.Info().Recurrent {
+		t.Fatal("qwen35 is not reported as recurrent")
+	}
+	v := e.Info().VocabSize
+	ctx := context.Background()
+	first, second, cont := testTokens(1, 20, v), testTokens(2, 9, v), testTokens(3, 4, v)
+	s, _ := e.NewSequence()
+	// The engine checkpoints the state at the end of the first pass that
+	// reaches position 16 (position 19 here).
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: first}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: second}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Truncate(s, 25); err != nil {
+		t.Fatal(err)
+	}
+	if e.Len(s) != 25 {
+		t.Fatalf("Len after truncate = %d", e.Len(s))
+	}
+	before := e.Stats().EvaluatedTokens
+	res, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: cont, AllLogits: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := e.Stats().EvaluatedTokens-before, int64(25-20+len(cont)); got != want {
+		t.Errorf("evaluated %d positions after truncating to 25, want %d (restore at 20, recompute 5)", got, want)
+	}
+	full := append(append(append([]int32{}, first...), second[:5]...), cont...)
+	want := evalAlone(t, e, full)[25:]
+	for k := range cont {
+		assertClose(t, fmt.Sprintf("position %d", k), res[0].Logits[k], want[k], tolFor(e))
 	}
 }

@@ -228,34 +228,29 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 	take := make(map[*reqState]int, len(order))
 	room, rowRoom := e.opts.BatchSize, e.opts.MaxLogits
 	share := max(1, room/len(order))
-	rowCount := func(r *reqState, from, n int) int {
-		c := 0
-		for i := from; i < from+n; i++ {
-			if r.wantsRow(i) {
-				c++
+	if e.checkpoints != nil {
+		e.takeSingle(order, take)
+	} else {
+		used := 0
+		for pass := 0; pass < 2 && room > 0; pass++ {
+			for _, r := range order {
+				if room == 0 {
+					break
+				}
+				from := r.next + take[r]
+				limit := room
+				if pass == 0 {
+					limit = min(share, room)
+				}
+				n := span(r, from, limit, rowRoom, used == 0)
+				if n == 0 {
+					continue
+				}
+				take[r] += n
+				rowRoom -= rowCount(r, from, n)
+				room = max(0, room-n)
+				used += n
 			}
-		}
-		return c
-	}
-	used := 0
-	for pass := 0; pass < 2 && room > 0; pass++ {
-		for _, r := range order {
-			if room == 0 {
-				break
-			}
-			from := r.next + take[r]
-			limit := room
-			if pass == 0 {
-				limit = min(share, room)
-			}
-			n := span(r, from, limit, rowRoom, used == 0)
-			if n == 0 {
-				continue
-			}
-			take[r] += n
-			rowRoom -= rowCount(r, from, n)
-			room = max(0, room-n)
-			used += n
 		}
 	}
 
@@ -291,6 +286,10 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 		}
 		b.parts = append(b.parts, p)
 	}
+	if len(tokens) == 0 {
+		ctx.Close()
+		return b, errors.New("models: internal error: empty batch")
+	}
 	if len(outputs) == 0 {
 		outputs = append(outputs, int32(len(tokens)-1))
 		b.dummy = true
@@ -304,6 +303,28 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 		return b, err
 	}
 	return b, nil
+}
+
+func rowCount(r *reqState, from, n int) int {
+	c := 0
+	for i := from; i < from+n; i++ {
+		if r.wantsRow(i) {
+			c++
+		}
+	}
+	return c
+}
+
+// takeSingle picks a batch for recurrent models (Qwen3.5): one sequence per
+// pass, the first request in round-robin order, as much of it as fits.
+// Ollama's engine (v0.17.4) cannot batch several sequences there: its
+// recurrent cache needs every sequence of a pass to advance by the same
+// count, and its full-attention layers (qwen3next FullAttention) reject
+// any pass with more than one sequence.
+func (e *Engine) takeSingle(order []*reqState, take map[*reqState]int) {
+	if k := span(order[0], order[0].next, e.opts.BatchSize, e.opts.MaxLogits, true); k > 0 {
+		take[order[0]] = k
+	}
 }
 
 // forward places the batch in the cache and builds the graph.

@@ -1,9 +1,11 @@
 // Package gguf writes small random-weight GGUF model files for tests, demos
-// and benchmarks: a llama (SentencePiece vocabulary with byte fallback) or a
-// qwen3 (byte-level BPE with the qwen2 pre-tokenizer and merges) network
-// whose weights are drawn from a seeded generator, with either a small
-// synthetic vocabulary or a real one taken from a Hugging Face
-// tokenizer.json. The same Spec and seed always give a byte-identical file.
+// and benchmarks: llama (SentencePiece vocabulary with byte fallback), qwen3
+// (byte-level BPE with the qwen2 pre-tokenizer and merges), gemma3
+// (optionally with a tiny SigLIP vision tower) and qwen35 (Qwen3.5's hybrid
+// of gated delta-net and full attention layers) networks whose weights are
+// drawn from a seeded generator, with either a small synthetic vocabulary
+// or a real one taken from a Hugging Face tokenizer.json. The same Spec and
+// seed always give a byte-identical file.
 //
 // The files load in Ollama's Go engine (and in llama.cpp) like any other
 // GGUF; only the weights are meaningless. Weights are scaled so that logits
@@ -23,10 +25,20 @@ const (
 	ArchLlama  = "llama"
 	ArchQwen3  = "qwen3"
 	ArchGemma3 = "gemma3" // optionally with a SigLIP vision tower (Spec.Vision)
+	// ArchQwen35 is Qwen3.5's hybrid network: three gated delta-net
+	// (linear attention, recurrent state) layers for every full attention
+	// layer.
+	ArchQwen35 = "qwen35"
 )
 
 // Archs lists the architectures Write supports.
-func Archs() []string { return []string{ArchLlama, ArchQwen3, ArchGemma3} }
+func Archs() []string { return []string{ArchLlama, ArchQwen3, ArchGemma3, ArchQwen35} }
+
+// qwen35FullEvery: every fourth qwen35 layer is full attention.
+const qwen35FullEvery = 4
+
+// qwen35Full says whether qwen35 layer i is a full attention layer.
+func qwen35Full(i int) bool { return (i+1)%qwen35FullEvery == 0 }
 
 // DType is the storage type of the weight matrices (norms are always F32).
 type DType string
@@ -40,7 +52,7 @@ const (
 // Spec describes a random-weight model. Zero fields take the defaults of
 // Default(Arch).
 type Spec struct {
-	Arch string // ArchLlama (default) or ArchQwen3
+	Arch string // ArchLlama (default), ArchQwen3, ArchGemma3 or ArchQwen35
 	Name string // general.name; default "nesy-test-<arch>"
 	Seed uint64 // weight generator seed
 
@@ -100,6 +112,8 @@ func Default(arch string) Spec {
 		// Gemma's 262,144-token vocabulary dominates: keep it narrow, F16
 		// and tied to the output (17 MB).
 		s.Embd, s.Heads, s.KVHeads, s.FFN, s.TiedOutput, s.DType = 32, 2, 1, 64, true, F16
+	case ArchQwen35:
+		s.Layers = 4 // three delta-net layers, one full attention layer
 	}
 	return s
 }
@@ -152,7 +166,7 @@ func (s Spec) normalize() (Spec, error) {
 	}
 	if s.RopeBase == 0 {
 		s.RopeBase = 10000
-		if s.Arch == ArchQwen3 {
+		if s.Arch == ArchQwen3 || s.Arch == ArchQwen35 {
 			s.RopeBase = 1000000
 		}
 	}
@@ -187,7 +201,7 @@ func (s Spec) normalize() (Spec, error) {
 	if s.Tokenizer == nil {
 		var err error
 		switch s.Arch {
-		case ArchQwen3:
+		case ArchQwen3, ArchQwen35:
 			s.Tokenizer, err = SyntheticBPE(s.VocabSize)
 		case ArchGemma3:
 			s.Tokenizer, err = SyntheticGemma()
@@ -313,6 +327,21 @@ func (s Spec) kv() map[string]any {
 		"attention.layer_norm_rms_epsilon": float32(1e-6),
 		"rope.freq_base":                   s.RopeBase,
 		"rope.dimension_count":             uint32(s.HeadDim),
+	}
+	if s.Arch == ArchQwen35 {
+		// Per-layer KV heads: 0 marks a recurrent (delta-net) layer.
+		kvHeads := make([]int32, s.Layers)
+		for i := range kvHeads {
+			if qwen35Full(i) {
+				kvHeads[i] = int32(s.KVHeads)
+			}
+		}
+		kv["attention.head_count_kv"] = kvHeads
+		kv["ssm.state_size"] = uint32(s.HeadDim)           // key/value head size
+		kv["ssm.group_count"] = uint32(s.KVHeads)          // key heads
+		kv["ssm.time_step_rank"] = uint32(s.Heads)         // value heads
+		kv["ssm.inner_size"] = uint32(s.Heads * s.HeadDim) // value heads x head size
+		kv["ssm.conv_kernel"] = uint32(4)
 	}
 	if s.Arch == ArchGemma3 {
 		kv["attention.sliding_window"] = uint32(512)

@@ -36,6 +36,10 @@ func (s Spec) tensors() []tensor {
 	}
 	for i := range s.Layers {
 		p := "blk." + strconv.Itoa(i) + "."
+		if s.Arch == ArchQwen35 {
+			s.qwen35Layer(add, p, i)
+			continue
+		}
 		add(p+"attn_norm.weight", F32, 0, 1, s.Embd)
 		add(p+"attn_q.weight", wt, lin(s.Embd), 0, s.Embd, q)
 		add(p+"attn_k.weight", wt, lin(s.Embd), 0, s.Embd, kvDim)
@@ -83,6 +87,41 @@ func (s Spec) tensors() []tensor {
 		add("mm.mm_input_projection.weight", wt, lin(v), 0, s.Embd, v)
 	}
 	return ts
+}
+
+// qwen35Layer adds one layer of the hybrid network: a gated delta net
+// (fused QKV projection, output gate, beta/alpha projections, decay
+// parameters, short causal convolution, gated RMS norm) or, every fourth
+// layer, gated full attention (the query projection also yields a sigmoid
+// gate); both with a post-attention norm and a SwiGLU feed-forward.
+func (s Spec) qwen35Layer(add func(string, DType, float64, float32, ...int), p string, i int) {
+	wt, h, d := s.DType, s.Embd, s.HeadDim
+	lin := func(fanIn int) float64 { return s.WeightScale / math.Sqrt(float64(fanIn)) }
+	add(p+"attn_norm.weight", F32, 0, 1, h)
+	add(p+"post_attention_norm.weight", F32, 0, 1, h)
+	if qwen35Full(i) {
+		add(p+"attn_q.weight", wt, lin(h), 0, h, 2*d*s.Heads)
+		add(p+"attn_k.weight", wt, lin(h), 0, h, d*s.KVHeads)
+		add(p+"attn_v.weight", wt, lin(h), 0, h, d*s.KVHeads)
+		add(p+"attn_q_norm.weight", F32, 0, 1, d)
+		add(p+"attn_k_norm.weight", F32, 0, 1, d)
+		add(p+"attn_output.weight", wt, lin(d*s.Heads), 0, d*s.Heads, h)
+	} else {
+		keys, values := s.KVHeads, s.Heads
+		qkv := 2*d*keys + d*values
+		add(p+"attn_qkv.weight", wt, lin(h), 0, h, qkv)
+		add(p+"attn_gate.weight", wt, lin(h), 0, h, d*values)
+		add(p+"ssm_beta.weight", wt, lin(h), 0, h, values)
+		add(p+"ssm_alpha.weight", wt, lin(h), 0, h, values)
+		add(p+"ssm_dt", F32, 0.1, 0, values)
+		add(p+"ssm_a", F32, 0.1, -1, values) // -exp(A_log): decay
+		add(p+"ssm_conv1d.weight", F32, 0.5, 0, 4, qkv)
+		add(p+"ssm_norm.weight", F32, 0, 1, d)
+		add(p+"ssm_out.weight", wt, lin(d*values), 0, d*values, h)
+	}
+	add(p+"ffn_gate.weight", wt, lin(h), 0, h, s.FFN)
+	add(p+"ffn_up.weight", wt, lin(h), 0, h, s.FFN)
+	add(p+"ffn_down.weight", wt, lin(s.FFN), 0, s.FFN, h)
 }
 
 func product(shape []int) int {
