@@ -130,3 +130,61 @@ func checkErrorPositions(t *testing.T, err error) {
 		}
 	}
 }
+
+// FuzzGroundProblem grounds fuzzed problems (and validates fuzzed plans) on
+// fixed domains, so that mutations mostly keep the domain valid and reach
+// grounding, successor generation and validation.
+func FuzzGroundProblem(f *testing.F) {
+	domains := []string{bwDomain, semDomain}
+	f.Add(uint8(0), []byte(bwProblem), []byte("(pick-up a)\n(stack a b)\n"))
+	f.Add(uint8(1), []byte(semProblem), []byte("(toggle l1)\n(mark-all b1)\n(check-any)\n(pair t1 t1)\n"))
+	f.Add(uint8(1), []byte("(define (problem g) (:domain sem) (:objects t1 t2 - thing b - box) (:init (red t1) (in t1 b) (= (weight t1) 1) (= (weight t2) 2) (= (weight b) 3)) (:goal (forall (?x - thing) (or (marked ?x) (not (red ?x))))))"), []byte("(mark-all b)"))
+	parsed := make([]*Domain, len(domains))
+	for i, src := range domains {
+		d, _, err := ParseDomain("d.pddl", []byte(src))
+		if err != nil {
+			f.Fatal(err)
+		}
+		parsed[i] = d
+	}
+	f.Fuzz(func(t *testing.T, which uint8, psrc, plan []byte) {
+		d := parsed[int(which)%len(parsed)]
+		p, _, err := ParseProblem("p.pddl", psrc)
+		if err != nil {
+			return
+		}
+		task, err := Ground(d, p)
+		if err != nil {
+			if strings.Contains(err.Error(), "internal error") {
+				t.Fatal(err)
+			}
+			return
+		}
+		s := task.Init
+		for i := 0; i < 4; i++ {
+			app := task.Applicable(s, nil)
+			var scan []int
+			for a := range task.Actions {
+				if task.IsApplicable(s, a) {
+					scan = append(scan, a)
+				}
+			}
+			if len(app) != len(scan) {
+				t.Fatalf("Applicable %v, scan %v", app, scan)
+			}
+			if len(app) == 0 {
+				break
+			}
+			s = task.Apply(s, app[int(which)%len(app)])
+		}
+		steps, err := ParsePlan("f.plan", plan)
+		if err != nil {
+			return
+		}
+		r := task.Validate(steps)
+		if !r.Valid && (r.Error == "" || strings.Contains(r.Error, "internal error")) {
+			t.Fatalf("bad validation error %q", r.Error)
+		}
+		task.ExplainGoal(s)
+	})
+}

@@ -200,12 +200,8 @@ func (c *compiler) formula(f *Formula, scope map[string]int, neg bool) (*cond, e
 		if (f.Kind == FForall) != neg {
 			kind = cForall
 		}
-		switch body.kind {
-		case cTrue, cFalse:
-			// Quantifiers over empty types: (exists) over nothing is false,
-			// (forall) over nothing is true; otherwise the body decides.
-			return &cond{kind: kind, vars: ids, sub: []*cond{body}}, nil
-		}
+		// A constant body is kept under its quantifier: over an empty type
+		// (exists ...) is false and (forall ...) true whatever the body.
 		return &cond{kind: kind, vars: ids, sub: []*cond{body}}, nil
 	}
 	return nil, &Error{Pos: f.Pos, Msg: "unsupported formula"}
