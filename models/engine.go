@@ -108,6 +108,11 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	if quantized && o.flash != ml.FlashAttentionEnabled {
 		return nil, fmt.Errorf("models: KV cache type %s needs flash attention", o.KVCacheType)
 	}
+	if k, v := meta.KV().EmbeddingHeadCountK(), meta.KV().EmbeddingHeadCountV(); quantized && (k%32 != 0 || v%32 != 0) {
+		// ggml stores q8_0/q4_0 in blocks of 32 values per row; smaller
+		// head rows abort inside ggml.
+		return nil, fmt.Errorf("models: KV cache type %s needs head sizes that are multiples of 32 (%s has %d and %d)", o.KVCacheType, name, k, v)
+	}
 	params.FlashAttention = o.flash
 
 	m, err := newModel(path, params)

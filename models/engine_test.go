@@ -577,3 +577,86 @@ func TestRecurrentTruncate(t *testing.T) {
 		assertClose(t, fmt.Sprintf("position %d", k), res[0].Logits[k], want[k], tolFor(e))
 	}
 }
+
+// TestCacheTypes: quantized KV caches (with flash attention, which they
+// need) and forced flash attention give logits close to the default f16
+// cache without it; impossible combinations are refused at load.
+func TestCacheTypes(t *testing.T) {
+	spec := gguf.Default(gguf.ArchQwen3)
+	spec.Heads, spec.KVHeads = 2, 1 // 32-wide heads: quantized caches store rows in blocks of 32
+	toks := testTokens(5, 40, 501)
+	ref := evalAlone(t, newTestEngine(t, spec, Options{}), toks)
+	cases := []struct {
+		opts Options
+		tol  float64
+	}{
+		{Options{FlashAttention: "on"}, 1e-2},
+		{Options{KVCacheType: "f32"}, 1e-2},
+		{Options{KVCacheType: "q8_0"}, 5e-2},
+		{Options{KVCacheType: "q4_0", FlashAttention: "on"}, 0.25},
+	}
+	for _, c := range cases {
+		t.Run(c.opts.KVCacheType+"/"+c.opts.FlashAttention, func(t *testing.T) {
+			e := newTestEngine(t, spec, c.opts)
+			got := evalAlone(t, e, toks)
+			for _, k := range []int{0, 20, 39} {
+				assertClose(t, fmt.Sprintf("position %d", k), got[k], ref[k], c.tol)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := gguf.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(t.TempDir(), "small.gguf")
+	if err := gguf.Write(small, gguf.Default(gguf.ArchQwen3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(context.Background(), small, Options{KVCacheType: "q8_0"}); err == nil || !strings.Contains(err.Error(), "multiples of 32") {
+		t.Errorf("q8_0 cache with 16-wide heads: %v", err)
+	}
+	for _, bad := range []Options{
+		{KVCacheType: "q8_0", FlashAttention: "off"},
+		{KVCacheType: "bf17"},
+		{FlashAttention: "sometimes"},
+		{GPULayers: -2},
+	} {
+		if e, err := Load(context.Background(), path, bad); err == nil {
+			e.Close()
+			t.Errorf("Load with %+v succeeded", bad)
+		}
+	}
+}
+
+// TestFairness: a short request arriving while a long prompt is being
+// evaluated gets into the next pass instead of waiting for the prompt.
+func TestFairness(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 16})
+	v := e.Info().VocabSize
+	ctx := context.Background()
+	long, _ := e.NewSequence()
+	short, _ := e.NewSequence()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Eval(ctx, []EvalRequest{{Seq: long, Tokens: testTokens(1, 3000, v)}})
+		done <- err
+	}()
+	for e.Stats().ModelCalls < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	at := e.Stats().ModelCalls
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: short, Tokens: testTokens(2, 3, v)}}); err != nil {
+		t.Fatal(err)
+	}
+	if waited := e.Stats().ModelCalls - at; waited > 3 {
+		t.Errorf("the short request waited %d passes", waited)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the long prompt finished first (%v): no interleaving to check", err)
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
