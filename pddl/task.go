@@ -75,8 +75,11 @@ type Action struct {
 	Del []int
 	// Cond are the conditional effects, evaluated in the state before the action.
 	Cond []CondEffect
-	// Cost is the action cost: the (increase (total-cost) n) amount, 1 when the
-	// domain has no action costs.
+	// Cost is the action cost: the (increase (total-cost) n) amount (n a
+	// number or a function term valued in the problem's :init), 0 for an
+	// action without one in a domain with action costs, and 1 for every
+	// action when the domain has no action costs. A problem's :metric is
+	// ignored.
 	Cost int
 }
 
