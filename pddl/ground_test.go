@@ -320,3 +320,43 @@ func TestCostsDefault(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestPreconditionDNFLimit: a precondition whose ground DNF explodes is a
+// clear error at the action, not an endless grounding.
+func TestPreconditionDNFLimit(t *testing.T) {
+	domain := `(define (domain big) (:requirements :adl)
+ (:predicates (p ?x) (q ?x) (done))
+ (:action flip-p :parameters (?x) :effect (p ?x))
+ (:action flip-q :parameters (?x) :effect (q ?x))
+ (:action finish :parameters () :precondition (forall (?x) (or (p ?x) (q ?x))) :effect (done)))`
+	for _, tc := range []struct {
+		objects int
+		ok      bool
+	}{{10, true}, {13, false}} {
+		var objs strings.Builder
+		for i := 0; i < tc.objects; i++ {
+			fmt.Fprintf(&objs, " o%d", i)
+		}
+		d, _, err := ParseDomain("d.pddl", []byte(domain))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := ParseProblem("p.pddl", []byte("(define (problem b) (:domain big) (:objects"+objs.String()+") (:init) (:goal (done)))"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := Ground(d, p)
+		if tc.ok {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(task.LookupAction("finish", nil)); n != 1<<tc.objects {
+				t.Fatalf("%d ground finish actions, want %d", n, 1<<tc.objects)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "d.pddl:5:11: action finish: precondition has more than 4096 disjuncts") {
+			t.Fatalf("error %v", err)
+		}
+	}
+}
