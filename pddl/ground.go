@@ -60,7 +60,7 @@ type cschema struct {
 	costs      []costTerm
 	condEffect bool // has entries with a condition or forall variables
 
-	paramSeen     map[string]bool
+	paramSeen     map[string]int32 // parameter binding -> index in paramBindings
 	paramBindings [][]int32 // full bindings of new parameter bindings, in discovery order
 }
 
@@ -74,6 +74,7 @@ type cvariant struct {
 	evaluated bool
 	seen      map[string]bool
 	bindings  [][]int32
+	paramOf   []int32 // index in the schema's paramBindings of each binding
 }
 
 // grounder holds the state of one grounding.
@@ -320,7 +321,7 @@ func (g *grounder) compileSchemas() ([]*cschema, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &cschema{a: a, nparams: len(a.Params), paramSeen: map[string]bool{}}
+		s := &cschema{a: a, nparams: len(a.Params), paramSeen: map[string]int32{}}
 		if err := c.effects(a.Effect, scope, nil, nil, &s.effects, &s.costs); err != nil {
 			return nil, err
 		}
@@ -578,10 +579,12 @@ func (g *grounder) reach(schemas []*cschema) {
 				for _, b := range found {
 					v.bindings = append(v.bindings, b)
 					pk := bindingKey(b[:s.nparams])
-					if s.paramSeen[pk] {
+					if i, ok := s.paramSeen[pk]; ok {
+						v.paramOf = append(v.paramOf, i)
 						continue
 					}
-					s.paramSeen[pk] = true
+					s.paramSeen[pk] = int32(len(s.paramBindings))
+					v.paramOf = append(v.paramOf, int32(len(s.paramBindings)))
 					s.paramBindings = append(s.paramBindings, b)
 					if g.relaxedEffects(s, b, false) {
 						changed = true
@@ -1012,9 +1015,9 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 	hasCosts := g.d.HasCosts
 	var insts []instance
 	for si, s := range schemas {
-		effCache := map[string]*groundEffects{}
+		effs := make([]*groundEffects, len(s.paramBindings))
 		for _, v := range s.variants {
-			for _, b := range v.bindings {
+			for bi, b := range v.bindings {
 				base := gconj{}
 				var buf [8]int32
 				for _, l := range v.lits {
@@ -1052,15 +1055,14 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 				if len(disj) == 0 {
 					continue
 				}
-				pk := bindingKey(b[:s.nparams])
-				eff, ok := effCache[pk]
-				if !ok {
+				eff := effs[v.paramOf[bi]]
+				if eff == nil {
 					var err error
 					eff, err = g.effectsOf(s, b, hasCosts)
 					if err != nil {
 						return nil, err
 					}
-					effCache[pk] = eff
+					effs[v.paramOf[bi]] = eff
 				}
 				for _, c := range disj {
 					insts = append(insts, instance{schema: si, args: b[:s.nparams], pre: c, eff: eff})
