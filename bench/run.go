@@ -1,0 +1,422 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nesy-dev/nesy/envs"
+	"github.com/nesy-dev/nesy/explore"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/trie"
+)
+
+// Methods.
+const (
+	// MethodDirect is the direct policy: one unconstrained command per turn,
+	// with the environment's feedback, until the goal or the step budget.
+	MethodDirect = "direct"
+	// MethodGreedy and MethodCGreedy decode a whole plan greedily,
+	// unconstrained and constrained.
+	MethodGreedy  = "greedy"
+	MethodCGreedy = "cgreedy"
+	// MethodMCTS and MethodCMCTS search the model's tokens, unconstrained
+	// and constrained.
+	MethodMCTS  = "mcts"
+	MethodCMCTS = "cmcts"
+	// MethodThinking decodes a plan greedily and unconstrained after Qwen's
+	// thinking.
+	MethodThinking = "thinking"
+)
+
+// Modes.
+const (
+	// ModeTrueState plans from the true initial state (Phase II only).
+	ModeTrueState = "true-state"
+	// ModeTwoPhase explores first (Phase I, package explore) and plans from
+	// the grounded estimate.
+	ModeTwoPhase = "two-phase"
+)
+
+// Methods lists the methods in report order; Modes the modes.
+var (
+	Methods = []string{MethodDirect, MethodGreedy, MethodCGreedy, MethodMCTS, MethodCMCTS, MethodThinking}
+	Modes   = []string{ModeTrueState, ModeTwoPhase}
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultSeconds    = 60
+	DefaultMaxActions = 50
+	DefaultMaxSteps   = 50
+	DefaultMaxTokens  = 1024
+)
+
+// Config describes a benchmark run. Zero values take the documented
+// defaults.
+type Config struct {
+	// Env is the environment; Suite selects its tasks (see SelectTasks).
+	Env   envs.Env
+	Suite string
+	// Method is one of Methods, Mode one of Modes ("" means ModeTwoPhase).
+	Method string
+	Mode   string
+	// Model is the loaded model; ModelName how the run names it. Index is
+	// the model's vocabulary index (decoder.NewIndex); nil builds it.
+	Model     models.LM
+	ModelName string
+	Index     *trie.Index
+	// Out is the output folder (created).
+	Out string
+	// Shard runs one part of the tasks; Limit keeps the first Limit tasks of
+	// the suite (before sharding); 0 means all.
+	Shard Shard
+	Limit int
+	// Seconds bounds each task's planning (the search's time, the
+	// decoder's deadline, the direct policy's whole episode); 0 means
+	// DefaultSeconds.
+	Seconds float64
+	// Simulations bounds each search (0: time only). Heuristic is the
+	// search's leaf heuristic ("" means mcts's default, h_FF).
+	Simulations int
+	Heuristic   string
+	// Seed seeds sampling and the search's tie-breaking.
+	Seed uint64
+	// MaxActions bounds a plan's length; 0 means DefaultMaxActions.
+	// MaxSteps bounds the direct policy's commands; 0 means
+	// DefaultMaxSteps. MaxTokens bounds a decoded plan's tokens; 0 means
+	// DefaultMaxTokens.
+	MaxActions int
+	MaxSteps   int
+	MaxTokens  int
+	// OmitStatic leaves static facts out of the planning prompt.
+	OmitStatic bool
+	// Explore configures Phase I (two-phase mode).
+	Explore explore.Options
+	// Progress, when not nil, is called after every task (and once at the
+	// start with the tasks already done).
+	Progress func(Progress)
+}
+
+// Progress reports how a run is going.
+type Progress struct {
+	// Total is the number of tasks of this run (shard); Done those finished,
+	// Resumed of them those found already done at the start.
+	Total, Done, Resumed int
+	Successes            int
+	// Last is the task just finished (nil at the start).
+	Last *Record
+}
+
+// RunInfo is what run.json records about a run; resuming checks that it
+// matches.
+type RunInfo struct {
+	Env         string  `json:"env"`
+	Suite       string  `json:"suite"`
+	Method      string  `json:"method"`
+	Mode        string  `json:"mode"`
+	Model       string  `json:"model"`
+	Seconds     float64 `json:"seconds"`
+	Simulations int     `json:"simulations,omitempty"`
+	Heuristic   string  `json:"heuristic,omitempty"`
+	Seed        uint64  `json:"seed"`
+	MaxActions  int     `json:"max_actions"`
+	OmitStatic  bool    `json:"omit_static,omitempty"`
+}
+
+func (c *Config) normalize() error {
+	if c.Env == nil {
+		return errors.New("bench: no environment")
+	}
+	if c.Model == nil {
+		return errors.New("bench: no model")
+	}
+	if c.Out == "" {
+		return errors.New("bench: no output folder")
+	}
+	if !slices.Contains(Methods, c.Method) {
+		return fmt.Errorf("bench: unknown method %q (known: %s)", c.Method, strings.Join(Methods, ", "))
+	}
+	if c.Mode == "" {
+		c.Mode = ModeTwoPhase
+	}
+	if !slices.Contains(Modes, c.Mode) {
+		return fmt.Errorf("bench: unknown mode %q (known: %s)", c.Mode, strings.Join(Modes, ", "))
+	}
+	if c.Seconds < 0 || c.Simulations < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
+		return errors.New("bench: negative budget")
+	}
+	if c.Seconds == 0 {
+		c.Seconds = DefaultSeconds
+	}
+	if c.MaxActions == 0 {
+		c.MaxActions = DefaultMaxActions
+	}
+	if c.MaxSteps == 0 {
+		c.MaxSteps = DefaultMaxSteps
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultMaxTokens
+	}
+	if err := c.Shard.check(); err != nil {
+		return err
+	}
+	if c.ModelName == "" {
+		c.ModelName = c.Model.Info().Name
+	}
+	return nil
+}
+
+func (c *Config) info() RunInfo {
+	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic}
+}
+
+// Run runs the configured tasks that tasks.jsonl in the output folder does
+// not hold yet, appending one record per task, then writes the summary, the
+// report and the plots over every record of the folder. A run interrupted
+// (the context cancelled) keeps the records of finished tasks; the task in
+// progress is redone by the next run. Run refuses a folder holding a run of
+// another environment, suite, method, mode or model.
+func Run(ctx context.Context, cfg Config) (*Summary, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	all, err := SelectTasks(cfg.Env.Tasks(), cfg.Suite)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Limit > 0 && cfg.Limit < len(all) {
+		all = all[:cfg.Limit]
+	}
+	tasks := cfg.Shard.Select(all)
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	info := cfg.info()
+	if err := checkRunInfo(cfg.Out, info); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(cfg.Out, TasksFile)
+	if err := repair(path); err != nil {
+		return nil, err
+	}
+	prev, err := ReadRecords(path)
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]bool{}
+	for _, r := range prev {
+		done[r.Task] = true
+	}
+	p := Progress{Total: len(tasks)}
+	var todo []envs.TaskInfo
+	for _, t := range tasks {
+		if done[t.ID] {
+			p.Done++
+			p.Resumed++
+		} else {
+			todo = append(todo, t)
+		}
+	}
+	for _, r := range prev {
+		if r.Success && slices.ContainsFunc(tasks, func(t envs.TaskInfo) bool { return t.ID == r.Task }) {
+			p.Successes++
+		}
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(p)
+	}
+	r, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	app, err := openAppender(path)
+	if err != nil {
+		return nil, err
+	}
+	var runErr error
+	for _, t := range todo {
+		if runErr = ctx.Err(); runErr != nil {
+			break
+		}
+		rec := r.task(ctx, t)
+		if ctx.Err() != nil {
+			runErr = ctx.Err() // the task was cut short: leave it to the next run
+			break
+		}
+		if runErr = app.Append(rec); runErr != nil {
+			break
+		}
+		p.Done++
+		if rec.Success {
+			p.Successes++
+		}
+		if cfg.Progress != nil {
+			p.Last = &rec
+			cfg.Progress(p)
+		}
+	}
+	if err := app.Close(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("bench: %w", err)
+	}
+	sum, err := WriteReport(cfg.Out)
+	return sum, errors.Join(runErr, err)
+}
+
+// checkRunInfo writes run.json, or checks that the one there describes the
+// same run.
+func checkRunInfo(dir string, info RunInfo) error {
+	path := filepath.Join(dir, RunFile)
+	data, err := os.ReadFile(path)
+	if err == nil {
+		var old RunInfo
+		if err := json.Unmarshal(data, &old); err != nil {
+			return fmt.Errorf("bench: %s: %w", path, err)
+		}
+		type key struct{ env, suite, method, mode, model string }
+		if (key{old.Env, old.Suite, old.Method, old.Mode, old.Model}) != (key{info.Env, info.Suite, info.Method, info.Mode, info.Model}) {
+			return fmt.Errorf("bench: %s holds a run of env %q suite %q method %q mode %q model %q; use another --out for env %q suite %q method %q mode %q model %q",
+				dir, old.Env, old.Suite, old.Method, old.Mode, old.Model, info.Env, info.Suite, info.Method, info.Mode, info.Model)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("bench: %w", err)
+	}
+	data, err = json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+// ReadRunInfo reads a run folder's run.json.
+func ReadRunInfo(dir string) (RunInfo, error) {
+	var info RunInfo
+	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return info, fmt.Errorf("bench: %w", err)
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return info, fmt.Errorf("bench: %s: %w", filepath.Join(dir, RunFile), err)
+	}
+	return info, nil
+}
+
+// Shard is one of N parts of a suite: the tasks whose position (in the
+// suite's order, after Limit) modulo N is I. The zero value is the whole
+// suite.
+type Shard struct{ I, N int }
+
+// ParseShard reads "i/n" (0 <= i < n).
+func ParseShard(s string) (Shard, error) {
+	if s == "" {
+		return Shard{}, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil {
+		return Shard{}, fmt.Errorf("bench: shard %q is not i/n", s)
+	}
+	sh := Shard{I: i, N: n}
+	return sh, sh.check()
+}
+
+func (s Shard) check() error {
+	if s == (Shard{}) {
+		return nil
+	}
+	if s.N < 1 || s.I < 0 || s.I >= s.N {
+		return fmt.Errorf("bench: shard %d/%d: want 0 <= i < n", s.I, s.N)
+	}
+	return nil
+}
+
+// String returns "i/n", or "" for the whole suite.
+func (s Shard) String() string {
+	if s.N <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", s.I, s.N)
+}
+
+// Select returns the shard's tasks.
+func (s Shard) Select(tasks []envs.TaskInfo) []envs.TaskInfo {
+	if s.N <= 1 {
+		return tasks
+	}
+	var out []envs.TaskInfo
+	for i, t := range tasks {
+		if i%s.N == s.I {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// SelectTasks picks a suite's tasks: "", "all" (and ALFWorld's split name
+// "valid_unseen") mean every task; "types" the first task of each type;
+// anything else is a comma-separated list of prefixes matched against task
+// IDs and types. The order is the environment's.
+func SelectTasks(tasks []envs.TaskInfo, suite string) ([]envs.TaskInfo, error) {
+	switch suite {
+	case "", "all", "valid_unseen":
+		return tasks, nil
+	case "types":
+		seen := map[string]bool{}
+		var out []envs.TaskInfo
+		for _, t := range tasks {
+			if !seen[t.Type] {
+				seen[t.Type] = true
+				out = append(out, t)
+			}
+		}
+		return out, nil
+	}
+	var prefixes []string
+	for _, p := range strings.Split(suite, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			prefixes = append(prefixes, p)
+		}
+	}
+	var out []envs.TaskInfo
+	for _, t := range tasks {
+		for _, p := range prefixes {
+			if strings.HasPrefix(t.ID, p) || strings.HasPrefix(t.Type, p) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: suite %q selects no task", suite)
+	}
+	return out, nil
+}
+
+// ClusterOf is the unit the bootstrap resamples for a task: the task folder
+// for IDs "folder/trial" (ALFWorld: trials of one task family are nested in
+// it), else the task type when it names a family (VirtualHome's task
+// folders), else the task itself.
+func ClusterOf(env string, t envs.TaskInfo) string {
+	if i := strings.LastIndexByte(t.ID, '/'); i > 0 {
+		return t.ID[:i]
+	}
+	if t.Type != "" && t.Type != env {
+		return t.Type
+	}
+	return t.ID
+}
+
+// elapsed is the seconds since t.
+func elapsed(t time.Time) float64 { return time.Since(t).Seconds() }
