@@ -115,8 +115,9 @@ type PlanResponse struct {
 	// of the plan against the transition model.
 	Valid       bool `json:"valid"`
 	GoalReached bool `json:"goal_reached"`
-	// Revalidated is true when the planner's own verdict agrees with the
-	// server's re-validation (it always should).
+	// Revalidated is true when the server re-validated the plan and the
+	// planner's own verdict agrees (it always should; a planner stopped
+	// mid-step by the seconds budget has no verdict of its own).
 	Revalidated bool `json:"revalidated"`
 	// StopReason says why the planner stopped: goal, end_token,
 	// end_marker, max_actions, dead_end, invalid_action, max_tokens,
@@ -217,6 +218,9 @@ type planOutcome struct {
 	calls     int64
 	sims      int64
 	budgetOut bool // a budget ran out before the goal
+	// interrupted: the seconds budget stopped the planner mid-step, so its
+	// own verdict is not compared with the re-validation.
+	interrupted bool
 	// The first step of an unconstrained plan that is not an applicable
 	// action, as written, and why ("" when none).
 	invalidText, invalidReason string
@@ -563,7 +567,7 @@ func (s *Server) planResponse(job *planJob, out planOutcome) *PlanResponse {
 			resp.ValidationError = fmt.Sprintf("step %d %q is not an applicable action: %s", len(out.actions)+1, out.invalidText, out.invalidReason)
 		}
 	}
-	resp.Revalidated = resp.Valid == out.valid && resp.GoalReached == out.goal
+	resp.Revalidated = out.interrupted || resp.Valid == out.valid && resp.GoalReached == out.goal
 	if job.req.Trace {
 		for _, st := range res.States {
 			resp.States = append(resp.States, stateFacts(task, st))

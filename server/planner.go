@@ -56,8 +56,10 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (planOutcome, err
 		case ctx.Err() != nil:
 			return out, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && bctx.Err() != nil:
-			// The seconds budget ran out: not an error, a partial plan.
-			out.budgetOut, out.stop = !out.goal, "time"
+			// The seconds budget ran out: not an error, a partial plan
+			// (the planner's own verdict is about an interrupted run; the
+			// server's re-validation decides).
+			out.budgetOut, out.stop, out.interrupted = !out.goal, "time", true
 			return out, nil
 		case errors.Is(err, models.ErrNoSequences), errors.Is(err, models.ErrCacheFull):
 			return out, &apiError{Status: http.StatusServiceUnavailable, Code: CodeModelBusy, RetryAfter: 5,
