@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"github.com/ollama/ollama/model/input"
+
 	"github.com/nesy-dev/nesy/models/gguf"
 )
 
@@ -628,35 +630,54 @@ func TestCacheTypes(t *testing.T) {
 	}
 }
 
-// TestFairness: a short request arriving while a long prompt is being
-// evaluated gets into the next pass instead of waiting for the prompt.
-func TestFairness(t *testing.T) {
-	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 16})
-	v := e.Info().VocabSize
-	ctx := context.Background()
-	long, _ := e.NewSequence()
-	short, _ := e.NewSequence()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Eval(ctx, []EvalRequest{{Seq: long, Tokens: testTokens(1, 3000, v)}})
-		done <- err
-	}()
-	for e.Stats().ModelCalls < 3 {
-		time.Sleep(time.Millisecond)
+// TestBatchFairness: the batch builder gives every waiting request a share
+// of a pass before any gets more, so a short request is not held up by a
+// long prompt.
+func TestBatchFairness(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 16, Sequences: 32})
+	newJob := func(n int) *job {
+		s, err := e.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &job{ctx: context.Background(), done: make(chan struct{}), started: true}
+		r := &reqState{job: j, req: EvalRequest{Seq: s}, text: make([]bool, n)}
+		for _, tok := range testTokens(n, n, e.Info().VocabSize) {
+			r.inputs = append(r.inputs, &input.Input{Token: tok})
+		}
+		j.reqs, j.pending = []*reqState{r}, 1
+		return j
 	}
-	at := e.Stats().ModelCalls
-	if _, err := e.Eval(ctx, []EvalRequest{{Seq: short, Tokens: testTokens(2, 3, v)}}); err != nil {
-		t.Fatal(err)
+	taken := func(jobs ...*job) map[*job]int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		b, err := e.buildLocked(jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.ctx.Close()
+		defer e.discardLocked(b)
+		out := map[*job]int{}
+		for _, p := range b.parts {
+			out[p.r.job] += p.n
+		}
+		return out
 	}
-	if waited := e.Stats().ModelCalls - at; waited > 3 {
-		t.Errorf("the short request waited %d passes", waited)
+	long, short := newJob(3000), newJob(3)
+	got := taken(long, short)
+	if got[short] != 3 || got[long] != 13 {
+		t.Errorf("long prompt + 3-token request in a 16-position pass: took %d and %d, want 13 and 3", got[long], got[short])
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("the long prompt finished first (%v): no interleaving to check", err)
-	default:
+	// More waiting requests than room: one position each, none left out
+	// twice in a row.
+	var many []*job
+	for range 20 {
+		many = append(many, newJob(4))
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	first, second := taken(many...), taken(many...)
+	for i, j := range many {
+		if first[j] > 1 || second[j] > 1 || first[j]+second[j] == 0 {
+			t.Errorf("request %d took %d then %d positions", i, first[j], second[j])
+		}
 	}
 }

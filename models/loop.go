@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -36,7 +37,16 @@ func (e *Engine) loop() {
 			time.Sleep(e.opts.MergeWindow)
 			e.mu.Lock()
 		}
+		// Cancelled callers still waiting in the queue leave now.
+		e.queue = slices.DeleteFunc(e.queue, func(j *job) bool {
+			if err := j.ctx.Err(); err != nil {
+				e.finishLocked(j, err)
+				return true
+			}
+			return false
+		})
 		switch {
+		case len(e.queue) == 0:
 		case e.opts.NoMerge && len(active) == 0:
 			active = append(active, e.queue[0])
 			e.queue = e.queue[1:]
@@ -64,12 +74,20 @@ func (e *Engine) loop() {
 			continue
 		}
 		b, err := e.buildLocked(active)
-		if err != nil {
-			// The batch could not be placed (cache full) or the graph not
-			// built: fail the jobs it held, leave the others.
+		switch {
+		case errors.Is(err, ErrCacheFull) && len(b.jobs()) > 1:
+			// No room for everyone: the job that still needs the most
+			// positions gives way; the others retry in the next pass.
+			e.finishLocked(biggest(b.jobs()), err)
+		case err != nil:
+			// The graph could not be built: fail the jobs it held, leave
+			// the others.
+			e.discardLocked(b)
 			for _, j := range b.jobs() {
 				e.finishLocked(j, err)
 			}
+		}
+		if err != nil {
 			active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil })
 			e.mu.Unlock()
 			continue
@@ -80,6 +98,7 @@ func (e *Engine) loop() {
 
 		e.mu.Lock()
 		if err != nil {
+			e.discardLocked(b)
 			for _, j := range b.jobs() {
 				e.finishLocked(j, err)
 			}
@@ -88,6 +107,41 @@ func (e *Engine) loop() {
 		}
 		active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil || j.pending == 0 })
 		e.mu.Unlock()
+	}
+}
+
+// biggest returns the job with the most positions left to compute.
+func biggest(js []*job) *job {
+	var best *job
+	left := -1
+	for _, j := range js {
+		n := 0
+		for _, r := range j.reqs {
+			n += len(r.inputs) - r.next
+		}
+		if n > left {
+			best, left = j, n
+		}
+	}
+	return best
+}
+
+// discardLocked forgets the cache cells a failed pass may have claimed
+// for its sequences (the positions from valid on). A recurrent state that
+// may have been half updated is dropped entirely; the history is
+// recomputed on the next Eval.
+func (e *Engine) discardLocked(b *batch) {
+	for _, p := range b.parts {
+		id := p.r.req.Seq
+		s := &e.seqs[id]
+		from := int32(s.valid)
+		if e.checkpoints != nil {
+			from, s.valid = 0, 0
+		}
+		// Removing whole tails does not fail for the engine's caches; a
+		// failure here would leave stale cells of a sequence that is
+		// about to be cut back anyway.
+		_ = e.cache.Remove(int(id), from, math.MaxInt32)
 	}
 }
 
@@ -223,8 +277,8 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 	if len(rs) == 0 {
 		return b, nil
 	}
-	e.rr = (e.rr + 1) % len(rs)
-	order := append(slices.Clone(rs[e.rr:]), rs[:e.rr]...)
+	start := e.rr % len(rs)
+	order := append(slices.Clone(rs[start:]), rs[:start]...)
 	take := make(map[*reqState]int, len(order))
 	room, rowRoom := e.opts.BatchSize, e.opts.MaxLogits
 	share := max(1, room/len(order))
@@ -254,6 +308,16 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 		}
 	}
 
+	// The next pass starts with the first request this one left out, or
+	// one further along when everyone got a share.
+	e.rr = start + 1
+	for i, r := range order {
+		if take[r] == 0 {
+			e.rr = start + i
+			break
+		}
+	}
+
 	ctx := e.model.Backend().NewContext()
 	b.ctx = ctx
 	var ib input.Batch
@@ -273,6 +337,7 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 				mm, err := r.mm.tensors(ctx, in.Multimodal)
 				if err != nil {
 					ctx.Close()
+					b.parts = append(b.parts, p)
 					return b, err
 				}
 				ib.Multimodal = append(ib.Multimodal, input.MultimodalIndex{Index: len(tokens) - 1, Multimodal: mm})
