@@ -278,9 +278,15 @@ func TestGroundingJoinsIncrementally(t *testing.T) {
 	}
 }
 
+// TestApplicableConcurrent runs successor generation and validation from
+// several goroutines (run with -race to check that they only read the task).
 func TestApplicableConcurrent(t *testing.T) {
 	task := groundSrc(t, semDomain, semProblem)
 	want := task.Applicable(task.Init, nil)
+	plan, err := ParsePlan("plan", []byte("(mark-all b1)\n(toggle l1)\n(pair t1 b1)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -289,6 +295,11 @@ func TestApplicableConcurrent(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				if got := task.Applicable(task.Init, nil); !slices.Equal(got, want) {
 					t.Errorf("concurrent Applicable %v, want %v", got, want)
+					return
+				}
+				// Validation (and its explanations) only reads the task too.
+				if r := task.Validate(plan); r.Valid || !strings.Contains(r.Error, "(red b1) is false") {
+					t.Errorf("concurrent Validate: %+v", r)
 					return
 				}
 			}
