@@ -61,7 +61,7 @@ type cschema struct {
 	condEffect bool // has entries with a condition or forall variables
 
 	paramSeen     map[string]int32 // parameter binding -> index in paramBindings
-	paramBindings [][]int32 // full bindings of new parameter bindings, in discovery order
+	paramBindings [][]int32        // full bindings of new parameter bindings, in discovery order
 }
 
 // cvariant is a variant with its join plan and the bindings found.
