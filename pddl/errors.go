@@ -57,9 +57,13 @@ func (l *ErrorList) Addf(pos Pos, format string, args ...any) {
 	l.Add(pos, fmt.Sprintf(format, args...))
 }
 
-// Len, Swap and Less implement sort.Interface (by file, line, column, message).
-func (l ErrorList) Len() int      { return len(l) }
+// Len implements sort.Interface.
+func (l ErrorList) Len() int { return len(l) }
+
+// Swap implements sort.Interface.
 func (l ErrorList) Swap(i, j int) { l[i], l[j] = l[j], l[i] }
+
+// Less orders errors by file, line, column and message.
 func (l ErrorList) Less(i, j int) bool {
 	a, b := l[i].Pos, l[j].Pos
 	if a.File != b.File {
