@@ -150,10 +150,16 @@ type checker struct {
 	inEffect bool
 }
 
-func newChecker(d *Domain, p *parser) *checker {
+// newChecker prepares checks of d; with domainChecks it also reports
+// problems of the type declarations (done once, by ParseDomain).
+func newChecker(d *Domain, p *parser, domainChecks bool) *checker {
 	c := &checker{d: d, p: p, preds: map[string]*PredicateDecl{}, funcs: map[string]*FunctionDecl{},
 		objects: map[string][]string{}, used: map[string]Pos{}, warnedC: map[string]bool{}}
-	c.types = newTypeTree(d, p)
+	if domainChecks {
+		c.types = newTypeTree(d, p)
+	} else {
+		c.types = newTypeTree(d, nil)
+	}
 	for _, pd := range d.Predicates {
 		c.preds[pd.Name] = pd
 	}

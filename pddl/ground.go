@@ -131,7 +131,7 @@ func ground(d *Domain, p *Problem) (t *Task, warns []Warning, err error) {
 		return nil, nil, fmt.Errorf("ground: nil domain or problem")
 	}
 	ps := &parser{}
-	c := newChecker(d, ps)
+	c := newChecker(d, ps, false)
 	c.checkProblem(p)
 	if err := ps.result(); err != nil {
 		return nil, ps.warns, err

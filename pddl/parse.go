@@ -127,7 +127,7 @@ func ParseDomain(filename string, src []byte) (*Domain, []Warning, error) {
 		}
 	}
 	if len(p.errs) == 0 {
-		c := newChecker(d, p)
+		c := newChecker(d, p, true)
 		c.checkDomain()
 	}
 	if err := p.result(); err != nil {
