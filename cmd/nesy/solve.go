@@ -32,8 +32,9 @@ type solveJSON struct {
 func newSolveCmd() *cobra.Command {
 	var (
 		domain, problem, alg, hname string
-		asJSON, unit, warnings      bool
+		asJSON, unit, warnings, prf bool
 		maxExp                      int
+		weight                      float64
 		timeout                     time.Duration
 	)
 	cmd := &cobra.Command{
@@ -49,8 +50,9 @@ as nesy validate does) before it is printed: one action per line,
 {"solved":bool,"plan":[...],"expanded":N,"seconds":x,"status":...,"cost":N,...}.
 
 Heuristics: ff, add, max, lmcut, goalcount, blind, or a weighted mix such as
-"mix(1*ff+1*lmcut+0.5*goalcount)"; a ":unit" suffix (or --unit-cost) ignores
-declared action costs.
+"mix(1*ff+1*lmcut+0.5*goalcount)"; a ":unit" modifier (or --unit-cost) ignores
+declared action costs, ":noneg" ignores negative preconditions (the plain
+delete relaxation; faster, less informed).
 
 --problem may be an ALFWorld game.tw-pddl file; its embedded domain is used
 when --domain is omitted.
@@ -112,7 +114,8 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			}
 			res.Heuristic = h.Name()
 			r, err := search.Solve(cmd.Context(), task, search.Options{
-				Algorithm: alg, Heuristic: h, MaxExpansions: maxExp, Timeout: timeout, UnitCost: unit,
+				Algorithm: alg, Heuristic: h, MaxExpansions: maxExp, Timeout: timeout, UnitCost: unit, Weight: weight,
+				PreferredOperators: prf,
 			})
 			if err != nil {
 				return inputError(err)
@@ -145,6 +148,8 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f.StringVar(&hname, "heuristic", "ff", "heuristic: ff, add, max, lmcut, goalcount, blind or mix(...)")
 	f.BoolVar(&asJSON, "json", false, `print {"solved":bool,"plan":[...],"expanded":N,"seconds":x,...}`)
 	f.BoolVar(&unit, "unit-cost", false, "count every action as cost 1 even when the domain declares action costs")
+	f.Float64Var(&weight, "weight", 1, "astar only: f = g + weight*h (weighted A*; plans within weight times optimal with an admissible heuristic)")
+	f.BoolVar(&prf, "preferred", false, "gbfs only: favour successors reached by FF's helpful actions (a boosted second open list)")
 	f.IntVar(&maxExp, "max-expansions", 0, "stop after this many expansions (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")
 	f.BoolVar(&warnings, "warnings", false, "print warnings about tolerated oddities of the PDDL")

@@ -26,6 +26,7 @@ type scratch struct {
 	actMark  []uint32
 	zoneMark []uint32 // LM-cut goal zone
 
+	init    []int32 // relaxed facts of the evaluated state
 	stack   []int32
 	planOps []int32
 	lmCost  []int32
@@ -70,12 +71,37 @@ func (sc *scratch) nextEpoch() uint32 {
 	return sc.epoch
 }
 
+// collectInit stores in sc.init the relaxed facts that hold in s: its task
+// facts, the complements of the negatively used facts it lacks, and TRUE.
+// Bits beyond the task's facts are ignored.
+func (r *relaxed) collectInit(s pddl.State, sc *scratch) {
+	init := sc.init[:0]
+	nt := r.nTaskFacts
+words:
+	for i, w := range s {
+		for w != 0 {
+			f := i*64 + trailingZeros(w)
+			if f >= nt {
+				break words
+			}
+			init = append(init, int32(f))
+			w &= w - 1
+		}
+	}
+	for i, f := range r.negOf {
+		if int(f>>6) >= len(s) || s[f>>6]&(1<<(uint(f)&63)) == 0 {
+			init = append(init, int32(nt+i))
+		}
+	}
+	sc.init = append(init, r.trueFact)
+}
+
 // explore runs the generalized Dijkstra exploration of the relaxed task from
-// s with operator costs cost: h_max values when useMax, h_add values
+// the facts in sc.init (see collectInit) with operator costs cost: h_max values when useMax, h_add values
 // otherwise. When stopAtGoal it stops as soon as GOAL's value is final (the
 // values of facts popped so far, supporters and pcf of fired operators are
 // then final). It returns GOAL's value (inf when unreachable).
-func (r *relaxed) explore(s pddl.State, sc *scratch, useMax, stopAtGoal bool, cost []int32) int64 {
+func (r *relaxed) explore(sc *scratch, useMax, stopAtGoal bool, cost []int32) int64 {
 	fc := sc.factCost[:r.nFacts]
 	for i := range fc {
 		fc[i] = inf
@@ -89,24 +115,12 @@ func (r *relaxed) explore(s pddl.State, sc *scratch, useMax, stopAtGoal bool, co
 	q := &sc.q
 	q.reset()
 
-	// State facts and TRUE cost 0.
-	nt := r.nTaskFacts
-words:
-	for i, w := range s {
-		for w != 0 {
-			f := i*64 + trailingZeros(w)
-			if f >= nt {
-				break words
-			}
-			fc[f] = 0
-			sup[f] = -1
-			q.push(0, int32(f))
-			w &= w - 1
-		}
+	// Facts of the state (sc.init, from collectInit) cost 0.
+	for _, f := range sc.init {
+		fc[f] = 0
+		sup[f] = -1
+		q.push(0, f)
 	}
-	fc[r.trueFact] = 0
-	sup[r.trueFact] = -1
-	q.push(0, r.trueFact)
 
 	preOfStart, preOf := r.preOfStart, r.preOf
 	addStart, add := r.addStart, r.add

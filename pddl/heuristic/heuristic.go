@@ -24,6 +24,10 @@ type Options struct {
 	// UnitCost counts every action as cost 1 even when the task declares
 	// action costs.
 	UnitCost bool
+	// IgnoreNegative drops negative preconditions, effect conditions and
+	// goal literals (the plain delete relaxation) instead of compiling them
+	// into complement facts. Less informed; kept for comparison.
+	IgnoreNegative bool
 }
 
 func value(h int64) (float64, bool) {
@@ -33,12 +37,18 @@ func value(h int64) (float64, bool) {
 	return float64(h), false
 }
 
-// suffix is ":unit" when r ignores the task's declared action costs.
+// suffix returns the modifiers that New needs to rebuild r: ":unit" when r
+// ignores the task's declared action costs, ":noneg" when it ignores
+// negative literals.
 func suffix(r *relaxed) string {
+	s := ""
 	if r.unit && r.task.HasCosts {
-		return ":unit"
+		s += ":unit"
 	}
-	return ""
+	if r.ignoreNeg {
+		s += ":noneg"
+	}
+	return s
 }
 
 // HAdd is the additive heuristic h_add: the cost of a fact is the cheapest
@@ -51,7 +61,8 @@ func (h *HAdd) Name() string { return "add" + suffix(h.r) }
 // Eval implements Heuristic.
 func (h *HAdd) Eval(s pddl.State) (float64, bool) {
 	sc := h.r.getScratch()
-	v := h.r.explore(s, sc, false, true, h.r.cost)
+	h.r.collectInit(s, sc)
+	v := h.r.explore(sc, false, true, h.r.cost)
 	h.r.putScratch(sc)
 	return value(v)
 }
@@ -66,7 +77,8 @@ func (h *HMax) Name() string { return "max" + suffix(h.r) }
 // Eval implements Heuristic.
 func (h *HMax) Eval(s pddl.State) (float64, bool) {
 	sc := h.r.getScratch()
-	v := h.r.explore(s, sc, true, true, h.r.cost)
+	h.r.collectInit(s, sc)
+	v := h.r.explore(sc, true, true, h.r.cost)
 	h.r.putScratch(sc)
 	return value(v)
 }
@@ -82,7 +94,8 @@ func (h *FF) Name() string { return "ff" + suffix(h.r) }
 func (h *FF) Eval(s pddl.State) (float64, bool) {
 	sc := h.r.getScratch()
 	defer h.r.putScratch(sc)
-	if h.r.explore(s, sc, false, true, h.r.cost) >= inf {
+	h.r.collectInit(s, sc)
+	if h.r.explore(sc, false, true, h.r.cost) >= inf {
 		return math.Inf(1), true
 	}
 	return float64(h.r.extractPlan(sc)), false
@@ -95,7 +108,8 @@ func (h *FF) Eval(s pddl.State) (float64, bool) {
 func (h *FF) RelaxedPlan(s pddl.State, buf []int) (plan []int, cost float64, deadEnd bool) {
 	sc := h.r.getScratch()
 	defer h.r.putScratch(sc)
-	if h.r.explore(s, sc, false, true, h.r.cost) >= inf {
+	h.r.collectInit(s, sc)
+	if h.r.explore(sc, false, true, h.r.cost) >= inf {
 		return buf, math.Inf(1), true
 	}
 	c := h.r.extractPlan(sc)

@@ -131,6 +131,13 @@ func handTasks() []struct {
 		b.Goal(pddl.Conj{Pos: []int{g}})
 		out = append(out, tc{"cond1", b.Task(), values{2, 2, 2, 2, 1, 2}})
 	}
+	// A door: "enter" (adds g) needs the door not locked; it is locked and
+	// only "unlock" deletes locked. With complement facts every heuristic
+	// sees both steps (h* = 2); TestIgnoreNegative pins the plain
+	// relaxation's 1.
+	{
+		out = append(out, tc{"door", doorTask(), values{2, 2, 2, 2, 1, 2}})
+	}
 	// No goal disjunct at all: unreachable by definition.
 	{
 		b := heuristictest.NewBuilder("d", "nogoal")
@@ -139,6 +146,31 @@ func handTasks() []struct {
 		out = append(out, tc{"nogoal", b.Task(), values{-1, -1, -1, -1, -1, -1}})
 	}
 	return out
+}
+
+func doorTask() *pddl.Task {
+	b := heuristictest.NewBuilder("d", "door")
+	r, locked, g := b.Fact("r"), b.Fact("locked"), b.Fact("g")
+	b.Action("enter", nil, []int{r}, []int{g}, nil).Pre.Neg = []int{locked}
+	b.Action("unlock", nil, []int{r}, nil, []int{locked})
+	b.Init(r, locked)
+	b.Goal(pddl.Conj{Pos: []int{g}})
+	return b.Task()
+}
+
+// TestIgnoreNegative pins the plain delete relaxation (":noneg"): the door's
+// negative precondition is dropped, so enter alone looks enough.
+func TestIgnoreNegative(t *testing.T) {
+	task := doorTask()
+	for _, spec := range []string{"max", "add", "ff", "lmcut"} {
+		h, err := heuristic.NewWithOptions(spec, task, heuristic.Options{IgnoreNegative: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := h.Eval(task.Init); v != 1 || h.Name() != spec+":noneg" {
+			t.Errorf("%s = %v, want 1", h.Name(), v)
+		}
+	}
 }
 
 func TestHandTasks(t *testing.T) {
@@ -225,6 +257,7 @@ func propertyTasks() []*pddl.Task {
 		heuristictest.Gripper(3),
 		heuristictest.Lamps(4),
 		heuristictest.Lamps(6),
+		heuristictest.Rings(5),
 	}
 	for i := 0; i < 4; i++ {
 		ts = append(ts, heuristictest.RandomBlocks(4+i%2, rng))
@@ -232,20 +265,21 @@ func propertyTasks() []*pddl.Task {
 	return ts
 }
 
-// TestAdmissibilityAndOrder checks, on every reachable state of small tasks
-// and in both cost modes: h_max <= LM-cut <= h*, h_max <= FF <= h_add, all
+// TestAdmissibilityAndOrder checks, on every reachable state of small tasks,
+// in both cost modes and with negative literals compiled or ignored: h_max <= LM-cut <= h*, h_max <= FF <= h_add, all
 // are 0 on goal states, dead ends are real, and the relaxed plan reaches the
 // goal in the relaxation and costs what FF says.
 func TestAdmissibilityAndOrder(t *testing.T) {
 	for _, task := range propertyTasks() {
-		for _, unit := range []bool{false, true} {
-			name := fmt.Sprintf("%s/unit=%v", task.ProblemName, unit)
+		for _, mode := range []struct{ unit, noneg bool }{{false, false}, {true, false}, {false, true}} {
+			unit := mode.unit
+			name := fmt.Sprintf("%s/unit=%v/noneg=%v", task.ProblemName, unit, mode.noneg)
 			t.Run(name, func(t *testing.T) {
 				ss, err := heuristictest.Explore(task, unit, 50000)
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts := heuristic.Options{UnitCost: unit}
+				opts := heuristic.Options{UnitCost: unit, IgnoreNegative: mode.noneg}
 				hs := map[string]heuristic.Heuristic{}
 				for _, spec := range []string{"max", "add", "ff", "lmcut", "goalcount", "blind"} {
 					h, err := heuristic.NewWithOptions(spec, task, opts)
@@ -441,6 +475,8 @@ func TestNewSpecs(t *testing.T) {
 		{"hmax", "max", eval("max")},
 		{"hadd", "add", eval("add")},
 		{"ff:unit", "ff:unit", eval("ff:unit")},
+		{"ff:noneg:unit", "ff:unit:noneg", eval("ff:unit:noneg")},
+		{"mix(ff:noneg)", "mix(1*ff:noneg)", eval("ff:noneg")},
 		{"mix", "mix(0.5*ff+0.5*lmcut)", 0.5*ff + 0.5*lm},
 		{"mix(1*ff+1*lmcut+0.5*goalcount)", "mix(1*ff+1*lmcut+0.5*goalcount)", ff + lm + 0.5*gc},
 		{"mix(ff, 2*lmcut:unit)", "mix(1*ff+2*lmcut:unit)", ff + 2*eval("lmcut:unit")},
@@ -466,7 +502,8 @@ func TestNewSpecs(t *testing.T) {
 		{"", "unknown heuristic"},
 		{"fastforward", "unknown heuristic \"fastforward\""},
 		{"ff:fast", "unknown modifier"},
-		{"goalcount:unit", "no cost modifier"},
+		{"goalcount:unit", "no modifier"},
+		{"ff:unit:fast", "unknown modifier \"fast\""},
 		{"mix()", "empty mix"},
 		{"mix(ff", "parentheses"},
 		{"mix(x*ff)", "bad weight"},

@@ -46,7 +46,8 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 	costs := sc.lmCost[:len(r.cost)]
 	copy(costs, r.cost)
 	var h int64
-	g := r.explore(s, sc, true, false, costs)
+	r.collectInit(s, sc)
+	g := r.explore(sc, true, false, costs)
 	if g >= inf {
 		return inf
 	}
@@ -73,25 +74,14 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 				}
 			}
 		}
-		// Forward from the state's facts and TRUE without entering the goal
+		// Forward from the state's relaxed facts (TRUE included) without entering the goal
 		// zone; operators crossing into it form the cut.
 		reach := sc.factMark
 		stack = stack[:0]
-		nt := r.nTaskFacts
-	words:
-		for i, w := range s {
-			for w != 0 {
-				f := i*64 + trailingZeros(w)
-				if f >= nt {
-					break words
-				}
-				reach[f] = ep
-				stack = append(stack, int32(f))
-				w &= w - 1
-			}
+		for _, f := range sc.init {
+			reach[f] = ep
+			stack = append(stack, f)
 		}
-		reach[r.trueFact] = ep
-		stack = append(stack, r.trueFact)
 		cut := sc.cut[:0]
 		m := int32(math.MaxInt32)
 		for len(stack) > 0 {

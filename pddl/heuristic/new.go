@@ -51,12 +51,13 @@ func New(spec string, t *pddl.Task) (Heuristic, error) {
 //
 //	spec  = base | "mix" | "mix(" term { ("+" | ",") term } ")"
 //	term  = [ weight "*" ] base
-//	base  = name [ ":unit" | ":cost" ]
+//	base  = name { ":unit" | ":cost" | ":noneg" }
 //	name  = "ff" | "add" | "max" | "lmcut" | "goalcount" | "blind"
 //	        (aliases: "hff", "hadd", "hmax", "lm-cut", "gc")
 //
 // ":unit" counts every action as cost 1 for that heuristic, ":cost" uses the
-// task's action costs even when opts.UnitCost is set. "mix" alone is
+// task's action costs even when opts.UnitCost is set, ":noneg" ignores
+// negative literals (Options.IgnoreNegative). "mix" alone is
 // DefaultMix. Examples: "ff", "lmcut:unit", "mix(1*ff+1*lmcut+0.5*goalcount)".
 // Names are case-insensitive; spaces are ignored.
 func NewWithOptions(spec string, t *pddl.Task, opts Options) (Heuristic, error) {
@@ -109,53 +110,62 @@ func NewWithOptions(spec string, t *pddl.Task, opts Options) (Heuristic, error) 
 	return h, nil
 }
 
-// builder shares one compiled relaxed task per cost mode among the terms of
-// a mix.
+// builder shares one compiled relaxed task per cost mode and negation mode
+// among the terms of a mix.
 type builder struct {
 	t    *pddl.Task
 	opts Options
-	rel  [2]*relaxed // [0]: task costs, [1]: unit costs
+	rel  [2][2]*relaxed // [unit costs][negatives ignored]
 }
 
-func (b *builder) relaxed(unit bool) (*relaxed, error) {
-	i := 0
-	if unit || !b.t.HasCosts {
-		// Without declared costs both modes are the same.
+func (b *builder) relaxed(unit, ignoreNeg bool) (*relaxed, error) {
+	// Without declared costs both cost modes are the same.
+	u := unit || !b.t.HasCosts
+	i, j := 0, 0
+	if u {
 		i = 1
 	}
-	if b.rel[i] == nil {
-		r, err := compile(b.t, i == 1)
+	if ignoreNeg {
+		j = 1
+	}
+	if b.rel[i][j] == nil {
+		r, err := compile(b.t, u, ignoreNeg)
 		if err != nil {
 			return nil, err
 		}
-		b.rel[i] = r
+		b.rel[i][j] = r
 	}
-	return b.rel[i], nil
+	return b.rel[i][j], nil
 }
 
 func (b *builder) base(s string) (Heuristic, error) {
-	name, mod, _ := strings.Cut(s, ":")
-	unit := b.opts.UnitCost
-	switch mod {
-	case "":
-	case "unit":
-		unit = true
-	case "cost":
-		unit = false
-	default:
-		return nil, fmt.Errorf("unknown modifier %q in %q (want :unit or :cost)", mod, s)
+	name, mods, _ := strings.Cut(s, ":")
+	unit, noneg := b.opts.UnitCost, b.opts.IgnoreNegative
+	if mods != "" {
+		for _, mod := range strings.Split(mods, ":") {
+			switch mod {
+			case "unit":
+				unit = true
+			case "cost":
+				unit = false
+			case "noneg":
+				noneg = true
+			default:
+				return nil, fmt.Errorf("unknown modifier %q in %q (want :unit, :cost or :noneg)", mod, s)
+			}
+		}
 	}
 	switch name {
 	case "goalcount", "gc":
-		if mod != "" {
-			return nil, fmt.Errorf("goalcount takes no cost modifier (%q)", s)
+		if mods != "" {
+			return nil, fmt.Errorf("goalcount takes no modifier (%q)", s)
 		}
 		return &GoalCount{t: b.t}, nil
 	case "ff", "hff", "add", "hadd", "max", "hmax", "lmcut", "lm-cut", "blind":
 	default:
 		return nil, fmt.Errorf("unknown heuristic %q (want one of %s, or mix(...))", name, strings.Join(Names(), ", "))
 	}
-	r, err := b.relaxed(unit)
+	r, err := b.relaxed(unit, noneg)
 	if err != nil {
 		return nil, err
 	}

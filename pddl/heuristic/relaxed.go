@@ -22,6 +22,7 @@ type relaxed struct {
 	goalFact   int32
 	nActions   int
 	unit       bool
+	ignoreNeg  bool
 
 	// Operator o has preconditions pre[preStart[o]:preStart[o+1]] (a set,
 	// never empty), add effects add[addStart[o]:addStart[o+1]], cost cost[o]
@@ -43,6 +44,9 @@ type relaxed struct {
 	adderStart []int32
 	adders     []int32
 
+	// negOf[i] is the task fact whose complement not(f) has id
+	// nTaskFacts+i; it holds in a state where f does not.
+	negOf []int32
 	// actCost[a] is action a's cost under the cost mode.
 	actCost []int32
 	// minCost is the cheapest action cost (for the blind heuristic).
@@ -73,66 +77,102 @@ type protoOp struct {
 }
 
 // compile builds the relaxed task of t. unit makes every action cost 1;
-// otherwise actions cost Action.Cost when t.HasCosts and 1 when not.
-func compile(t *pddl.Task, unit bool) (*relaxed, error) {
+// otherwise actions cost Action.Cost when t.HasCosts and 1 when not. Unless
+// ignoreNeg, facts used negatively get complement facts (see the package
+// comment).
+func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 	if t == nil {
 		return nil, fmt.Errorf("heuristic: nil task")
 	}
+	if err := checkTask(t); err != nil {
+		return nil, err
+	}
 	nf := len(t.Facts)
-	checkFacts := func(what string, ids []int) error {
+	r := &relaxed{task: t, nTaskFacts: nf, nActions: len(t.Actions), unit: unit, ignoreNeg: ignoreNeg, minCost: -1}
+
+	// Complement facts: not(f) gets id nf+i for the i-th negatively used f.
+	negID := make([]int32, nf)
+	for i := range negID {
+		negID[i] = -1
+	}
+	useNeg := func(ids []int) {
 		for _, f := range ids {
-			if f < 0 || f >= nf {
-				return fmt.Errorf("heuristic: %s refers to fact %d, but the task has %d facts", what, f, nf)
+			if negID[f] < 0 {
+				negID[f] = int32(nf + len(r.negOf))
+				r.negOf = append(r.negOf, int32(f))
 			}
 		}
-		return nil
 	}
-	r := &relaxed{task: t, nTaskFacts: nf, nActions: len(t.Actions), unit: unit, minCost: -1}
-	var ops []protoOp
-	nAux := 0
-	for ai := range t.Actions {
-		a := &t.Actions[ai]
-		what := "action " + a.String()
-		if err := checkFacts(what+" precondition", a.Pre.Pos); err != nil {
-			return nil, err
+	if !ignoreNeg {
+		for ai := range t.Actions {
+			a := &t.Actions[ai]
+			useNeg(a.Pre.Neg)
+			for _, ce := range a.Cond {
+				useNeg(ce.Cond.Neg)
+			}
 		}
-		if err := checkFacts(what+" precondition", a.Pre.Neg); err != nil {
-			return nil, err
+		for _, g := range t.Goal {
+			useNeg(g.Neg)
 		}
-		if err := checkFacts(what+" add effect", a.Add); err != nil {
-			return nil, err
+	}
+	// lits returns pos plus the complements of neg, as a set.
+	lits := func(pos, neg []int) []int32 {
+		out := toSet(pos)
+		for _, f := range neg {
+			if id := negID[f]; id >= 0 {
+				out = append(out, id)
+			}
 		}
-		if err := checkFacts(what+" delete effect", a.Del); err != nil {
-			return nil, err
-		}
-		for _, ce := range a.Cond {
-			for _, ids := range [][]int{ce.Cond.Pos, ce.Cond.Neg, ce.Add, ce.Del} {
-				if err := checkFacts(what+" conditional effect", ids); err != nil {
-					return nil, err
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	// addLits returns add plus the complements of the facts in del that are
+	// not also added by add or alsoAdded (deletes apply before adds).
+	addLits := func(add, del []int, alsoAdded ...[]int) []int32 {
+		out := toSet(add)
+	next:
+		for _, f := range del {
+			id := negID[f]
+			if id < 0 {
+				continue
+			}
+			for _, as := range append(alsoAdded, add) {
+				if slices.Contains(as, f) {
+					continue next
 				}
 			}
+			out = append(out, id)
 		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+
+	var ops []protoOp
+	nAux := 0
+	auxBase := nf + len(r.negOf)
+	for ai := range t.Actions {
+		a := &t.Actions[ai]
 		c := int32(1)
 		if !unit && t.HasCosts {
-			if a.Cost < 0 {
-				return nil, fmt.Errorf("heuristic: %s has negative cost %d", what, a.Cost)
-			}
 			c = int32(a.Cost)
 		}
 		r.actCost = append(r.actCost, c)
 		if r.minCost < 0 || c < r.minCost {
 			r.minCost = c
 		}
-		pre := toSet(a.Pre.Pos)
-		adds := minus(toSet(a.Add), pre)
+		pre := lits(a.Pre.Pos, a.Pre.Neg)
+		// A fact deleted here but re-added by a conditional effect gets its
+		// complement anyway: over-approximating what the action adds keeps
+		// the relaxation a relaxation.
+		adds := minus(addLits(a.Add, a.Del), pre)
 		type rem struct{ cond, add []int32 }
 		var rems []rem
 		for _, ce := range a.Cond {
-			cadd := minus(toSet(ce.Add), pre)
+			cadd := minus(addLits(ce.Add, ce.Del, a.Add), pre)
 			if len(cadd) == 0 {
 				continue
 			}
-			cpos := minus(toSet(ce.Cond.Pos), pre)
+			cpos := minus(lits(ce.Cond.Pos, ce.Cond.Neg), pre)
 			if len(cpos) == 0 {
 				adds = union(adds, cadd)
 				continue
@@ -160,7 +200,7 @@ func compile(t *pddl.Task, unit bool) (*relaxed, error) {
 			}
 			ops = append(ops, protoOp{union(pre, rems[0].cond), union(adds, rems[0].add), c, int32(ai)})
 		default:
-			aux := int32(nf + nAux)
+			aux := int32(auxBase + nAux)
 			nAux++
 			ops = append(ops, protoOp{pre, append(slices.Clone(adds), aux), c, int32(ai)})
 			for _, re := range rems {
@@ -168,16 +208,13 @@ func compile(t *pddl.Task, unit bool) (*relaxed, error) {
 			}
 		}
 	}
-	for gi, g := range t.Goal {
-		if err := checkFacts(fmt.Sprintf("goal disjunct %d", gi), g.Pos); err != nil {
-			return nil, err
-		}
-		ops = append(ops, protoOp{toSet(g.Pos), []int32{symGoal}, 0, -1})
+	for _, g := range t.Goal {
+		ops = append(ops, protoOp{lits(g.Pos, g.Neg), []int32{symGoal}, 0, -1})
 	}
 	if r.minCost < 0 {
 		r.minCost = 1
 	}
-	r.trueFact = int32(nf + nAux)
+	r.trueFact = int32(auxBase + nAux)
 	r.goalFact = r.trueFact + 1
 	r.nFacts = int(r.goalFact) + 1
 	ops = prune(ops, r)
@@ -282,6 +319,50 @@ func prune(ops []protoOp, r *relaxed) []protoOp {
 		}
 	}
 	return ops[:k]
+}
+
+// checkTask reports fact ids out of range and negative costs.
+func checkTask(t *pddl.Task) error {
+	nf := len(t.Facts)
+	check := func(what string, ids []int) error {
+		for _, f := range ids {
+			if f < 0 || f >= nf {
+				return fmt.Errorf("heuristic: %s refers to fact %d, but the task has %d facts", what, f, nf)
+			}
+		}
+		return nil
+	}
+	for ai := range t.Actions {
+		a := &t.Actions[ai]
+		what := "action " + a.String()
+		for _, c := range []struct {
+			part string
+			ids  []int
+		}{{" precondition", a.Pre.Pos}, {" precondition", a.Pre.Neg}, {" add effect", a.Add}, {" delete effect", a.Del}} {
+			if err := check(what+c.part, c.ids); err != nil {
+				return err
+			}
+		}
+		for _, ce := range a.Cond {
+			for _, ids := range [][]int{ce.Cond.Pos, ce.Cond.Neg, ce.Add, ce.Del} {
+				if err := check(what+" conditional effect", ids); err != nil {
+					return err
+				}
+			}
+		}
+		if t.HasCosts && a.Cost < 0 {
+			return fmt.Errorf("heuristic: %s has negative cost %d", what, a.Cost)
+		}
+	}
+	for gi, g := range t.Goal {
+		if err := check(fmt.Sprintf("goal disjunct %d", gi), g.Pos); err != nil {
+			return err
+		}
+		if err := check(fmt.Sprintf("goal disjunct %d", gi), g.Neg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *relaxed) remap(f int32) int32 {

@@ -19,6 +19,7 @@ package search
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nesy-dev/nesy/pddl"
@@ -48,6 +49,18 @@ type Options struct {
 	// UnitCost counts every action as cost 1 in g and in Result.Cost even
 	// when the task declares action costs.
 	UnitCost bool
+	// Weight multiplies h in A*'s f = g + Weight*h (weighted A*, plans at
+	// most Weight times the optimal cost with an admissible heuristic);
+	// 0 means 1. Ignored by GBFS.
+	Weight float64
+	// PreferredOperators makes GBFS favour successors reached by FF's
+	// helpful actions (the relaxed plan's actions applicable in the expanded
+	// state), as Fast Downward and LAMA do: a second open list holds only
+	// those successors, the two lists are taken from in turn, and the
+	// preferred list gets 1000 extra turns whenever a state with a new best
+	// h is found. Helpful actions come from Heuristic when it is an
+	// *heuristic.FF, else from an h_FF built for the task. Ignored by A*.
+	PreferredOperators bool
 }
 
 // Status says how a search ended.
@@ -104,6 +117,12 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 	if t == nil {
 		return Result{}, fmt.Errorf("search: nil task")
 	}
+	if opts.Weight < 0 || math.IsNaN(opts.Weight) || math.IsInf(opts.Weight, 0) {
+		return Result{}, fmt.Errorf("search: bad weight %v", opts.Weight)
+	}
+	if opts.Weight == 0 {
+		opts.Weight = 1
+	}
 	if opts.MaxExpansions < 0 {
 		return Result{}, fmt.Errorf("search: negative expansion limit %d", opts.MaxExpansions)
 	}
@@ -134,6 +153,18 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 		s.costs[i] = c
 	}
 	s.nodes = newNodeStore(len(t.Init))
+	if opts.PreferredOperators && opts.Algorithm != AStar {
+		ff, ok := h.(*heuristic.FF)
+		if !ok {
+			hf, err := heuristic.NewWithOptions("ff", t, heuristic.Options{UnitCost: opts.UnitCost})
+			if err != nil {
+				return Result{}, fmt.Errorf("search: %w", err)
+			}
+			ff = hf.(*heuristic.FF)
+		}
+		s.pref = ff
+		s.preferred = make([]bool, len(t.Actions))
+	}
 	var res Result
 	switch opts.Algorithm {
 	case "", GBFS:
@@ -160,6 +191,12 @@ type searcher struct {
 	open     openList
 	res      Result
 	buf      []int
+
+	// Preferred operators (GBFS only; nil pref when off).
+	pref      *heuristic.FF
+	prefOpen  openList
+	preferred []bool // preferred[a] during one expansion
+	helpful   []int
 }
 
 // stop returns the status that ends the search now, if any.
@@ -221,11 +258,25 @@ func (s *searcher) gbfs() Result {
 		return s.end(Unsolvable)
 	}
 	s.open.push(openEntry{key1: h0, node: root})
+	best := h0
+	// Turns taken from the all-states list [0] and the preferred list [1];
+	// the list with fewer turns goes next.
+	var turns [2]int
+	if s.pref != nil {
+		s.prefOpen.push(openEntry{key1: h0, node: root})
+	}
 	for s.open.len() > 0 {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
 		}
-		e := s.open.pop()
+		var e openEntry
+		if s.pref != nil && s.prefOpen.len() > 0 && turns[1] < turns[0] {
+			e = s.prefOpen.pop()
+			turns[1]++
+		} else {
+			e = s.open.pop()
+			turns[0]++
+		}
 		n := e.node
 		if s.nodes.closed[n] {
 			continue
@@ -234,6 +285,15 @@ func (s *searcher) gbfs() Result {
 		s.res.Expanded++
 		st := s.nodes.state(n)
 		g := s.nodes.g[n]
+		if s.pref != nil {
+			for _, a := range s.helpful {
+				s.preferred[a] = false
+			}
+			s.helpful = s.pref.Helpful(st, s.helpful[:0])
+			for _, a := range s.helpful {
+				s.preferred[a] = true
+			}
+		}
 		s.buf = t.Applicable(st, s.buf[:0])
 		for _, a := range s.buf {
 			succ := t.Apply(st, a)
@@ -251,12 +311,19 @@ func (s *searcher) gbfs() Result {
 				continue
 			}
 			s.open.push(openEntry{key1: hv, node: m})
+			if s.pref != nil && s.preferred[a] {
+				s.prefOpen.push(openEntry{key1: hv, node: m})
+			}
+			if hv < best {
+				best = hv
+				turns[1] -= 1000
+			}
 		}
 	}
 	return s.end(Unsolvable)
 }
 
-// astar runs A* with reopening.
+// astar runs (weighted) A* with reopening.
 func (s *searcher) astar() Result {
 	t := s.t
 	root, _ := s.nodes.insert(t.Init, -1, -1, 0)
@@ -266,7 +333,8 @@ func (s *searcher) astar() Result {
 		return s.end(Unsolvable)
 	}
 	s.nodes.h[root] = h0
-	s.open.push(openEntry{key1: h0, key2: h0, g: 0, node: root})
+	w := s.opts.Weight
+	s.open.push(openEntry{key1: w * h0, key2: h0, g: 0, node: root})
 	for s.open.len() > 0 {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
@@ -299,7 +367,7 @@ func (s *searcher) astar() Result {
 				s.nodes.action[m] = int32(a)
 				s.nodes.closed[m] = false
 				hv := s.nodes.h[m]
-				s.open.push(openEntry{key1: float64(ng) + hv, key2: hv, g: ng, node: m})
+				s.open.push(openEntry{key1: float64(ng) + w*hv, key2: hv, g: ng, node: m})
 				continue
 			}
 			hv, dead := s.eval(succ)
@@ -308,7 +376,7 @@ func (s *searcher) astar() Result {
 				continue
 			}
 			s.nodes.h[m] = hv
-			s.open.push(openEntry{key1: float64(ng) + hv, key2: hv, g: ng, node: m})
+			s.open.push(openEntry{key1: float64(ng) + w*hv, key2: hv, g: ng, node: m})
 		}
 	}
 	return s.end(Unsolvable)

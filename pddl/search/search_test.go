@@ -45,6 +45,7 @@ func smallTasks() []*pddl.Task {
 		heuristictest.Blocks([][]string{{"a", "b", "c"}, {"d"}}, [][]string{{"d", "c", "b", "a"}}),
 		heuristictest.Gripper(3),
 		heuristictest.Lamps(5),
+		heuristictest.Rings(5),
 	}
 	for i := 0; i < 3; i++ {
 		ts = append(ts, heuristictest.RandomBlocks(5, rng))

@@ -245,6 +245,34 @@ func Lamps(n int) *pddl.Task {
 	return b.Task()
 }
 
+// Rings returns the Chinese rings puzzle with n rings, all off initially,
+// to be put all on: ring 0 can always be toggled; ring i > 0 only when ring
+// i-1 is on and every ring below i-1 is off. Its preconditions are mostly
+// negative; h* grows exponentially with n.
+func Rings(n int) *pddl.Task {
+	b := NewBuilder("rings", fmt.Sprintf("rings-%d", n))
+	on := make([]int, n)
+	for i := range on {
+		on[i] = b.Fact("on", fmt.Sprint(i))
+	}
+	for i := 0; i < n; i++ {
+		var pos, neg []int
+		if i > 0 {
+			pos = append(pos, on[i-1])
+		}
+		for j := 0; j < i-1; j++ {
+			neg = append(neg, on[j])
+		}
+		put := b.Action("put-on", []string{fmt.Sprint(i)}, pos, []int{on[i]}, nil)
+		put.Pre.Neg = append(append([]int(nil), neg...), on[i])
+		take := b.Action("take-off", []string{fmt.Sprint(i)}, append(append([]int(nil), pos...), on[i]), nil, []int{on[i]})
+		take.Pre.Neg = neg
+	}
+	b.Init()
+	b.Goal(pddl.Conj{Pos: on})
+	return b.Task()
+}
+
 // StateSpace is the reachable state space of a task with exact goal
 // distances.
 type StateSpace struct {
