@@ -180,6 +180,19 @@ func TestParseWarnings(t *testing.T) {
 	}
 }
 
+func TestParseByteOrderMarkAndCRLF(t *testing.T) {
+	src := "\ufeff" + strings.ReplaceAll(bwDomain, "\n", "\r\n")
+	d, _, err := ParseDomain("d.pddl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "bw" || len(d.Actions) != 4 {
+		t.Fatalf("parsed %q with %d actions", d.Name, len(d.Actions))
+	}
+	_, _, err = ParseDomain("d.pddl", []byte("\ufeff(define (domain d)\r\n (:predicates (p))\r\n (:action a :effect (q)))"))
+	errorAt(t, err, "3:21", "unknown predicate q")
+}
+
 func TestParseCaseInsensitiveAndTyped(t *testing.T) {
 	src := `(DEFINE (DOMAIN Dom) (:REQUIREMENTS :ADL :Action-Costs)
  (:TYPES Truck Car - Vehicle Vehicle Place - Object)

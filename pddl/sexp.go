@@ -67,7 +67,11 @@ type reader struct {
 }
 
 func newReader(file string, src []byte) *reader {
-	return &reader{file: file, src: src, line: 1, col: 1}
+	r := &reader{file: file, src: src, line: 1, col: 1}
+	if len(src) >= 3 && src[0] == 0xef && src[1] == 0xbb && src[2] == 0xbf {
+		r.off = 3 // a UTF-8 byte order mark
+	}
+	return r
 }
 
 func (r *reader) pos() Pos { return Pos{File: r.file, Line: r.line, Col: r.col} }
