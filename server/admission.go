@@ -145,14 +145,13 @@ func (a *admission) retryAfterLocked() int {
 	return retrySeconds(time.Duration(waves) * hold)
 }
 
-// drain refuses new requests and fails every waiting one with 503.
+// drain refuses new requests (503 shutting_down). Requests already
+// waiting stay in the queue: they are served while the shutdown deadline
+// allows, and answered 503 when it cancels their contexts.
 func (a *admission) drain() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.draining = true
-	// Waiters see draining when they wake; wake them by timing out is not
-	// needed: cancel them through their contexts (the server cancels the
-	// work context), so nothing else to do here.
 }
 
 // stats returns the running and queued counts.

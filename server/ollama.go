@@ -206,6 +206,10 @@ func unsupported(format []byte, tools api.Tools, suffix, template string) error 
 // sampling, streaming or one JSON answer.
 func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *genCall) {
 	start := time.Now()
+	if _, _, err := s.models.resolve(call.model); err != nil {
+		writeError(w, err) // unknown model: no need to queue
+		return
+	}
 	ctx, cancel := s.workContext(r)
 	defer cancel()
 	release, _, err := s.admit(ctx)

@@ -237,6 +237,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if _, _, err := s.models.resolve(req.Model); err != nil {
+		writeError(w, err) // unknown model: no need to queue
+		return
+	}
 	ctx, cancel := s.workContext(r)
 	defer cancel()
 

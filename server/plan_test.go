@@ -22,6 +22,17 @@ const bwShort = `(define (problem bw-short)
   (:goal (and (on a b))))
 `
 
+// bwLong has six blocks: an exhaustive search (search.exhaust) cannot
+// finish its tree within the tests' time, so only a budget, a cancellation
+// or a shutdown ends it.
+const bwLong = `(define (problem bw-6)
+  (:domain blocksworld-4ops)
+  (:objects a b c d e f)
+  (:init (handempty) (ontable a) (ontable b) (ontable c) (ontable d) (ontable e) (ontable f)
+         (clear a) (clear b) (clear c) (clear d) (clear e) (clear f))
+  (:goal (and (on a b) (on b c) (on c d) (on d e) (on e f))))
+`
+
 // validate re-checks a returned plan with package pddl, independently of
 // the server.
 func validate(t *testing.T, domain, problem string, plan []string) pddl.ValidationResult {
@@ -298,7 +309,7 @@ func TestCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	// exhaust keeps the search going after the first goal plan: only the
 	// 60 s budget or a cancellation ends it.
-	resp := postStream(t, ctx, ts, map[string]any{"domain": bwDomain, "problem": bwProblem, "method": "cmcts", "seconds": 60,
+	resp := postStream(t, ctx, ts, map[string]any{"domain": bwDomain, "problem": bwLong, "method": "cmcts", "seconds": 60,
 		"max_actions": 30, "search": map[string]any{"exhaust": true}})
 	sc := bufio.NewScanner(resp.Body)
 	if !sc.Scan() || !strings.Contains(sc.Text(), `"start"`) {
@@ -381,7 +392,7 @@ func TestQueueLimits(t *testing.T) {
 // request finish, cancels a long one at the deadline, and Serve returns.
 func TestShutdown(t *testing.T) {
 	ts := startServer(t, Options{ShutdownTimeout: 500 * time.Millisecond})
-	resp := postStream(t, context.Background(), ts, map[string]any{"domain": bwDomain, "problem": bwProblem, "method": "cmcts",
+	resp := postStream(t, context.Background(), ts, map[string]any{"domain": bwDomain, "problem": bwLong, "method": "cmcts",
 		"seconds": 60, "max_actions": 30, "search": map[string]any{"exhaust": true}})
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -409,5 +420,34 @@ func TestShutdown(t *testing.T) {
 	}
 	if _, err := http.Get(ts.url + "/healthz"); err == nil {
 		t.Error("the server still accepts connections after shutdown")
+	}
+}
+
+// TestShutdownFinishes: with a generous deadline, a request in flight when
+// the shutdown starts is answered in full, and new requests are refused.
+func TestShutdownFinishes(t *testing.T) {
+	ts := startServer(t, Options{ShutdownTimeout: 2 * time.Minute})
+	resp := postStream(t, context.Background(), ts, map[string]any{"domain": bwDomain, "problem": bwLong, "method": "cgreedy",
+		"end": "goal", "max_actions": 100, "sampling": map[string]any{"temperature": 1, "seed": 5}})
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no start event")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- ts.stop() }()
+	waitFor(t, "draining", func() bool { return ts.s.adm.isDraining() })
+	var last PlanEvent
+	for sc.Scan() {
+		json.Unmarshal(sc.Bytes(), &last)
+	}
+	switch {
+	case last.Event == "result":
+	case last.Event == "error" && last.Error.Code == CodeBudgetExhausted:
+	default:
+		t.Errorf("the in-flight request ended with %+v", last)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }
