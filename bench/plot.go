@@ -138,6 +138,12 @@ func tokensPlot(s *Summary, recs []Record) (*plot.Plot, error) {
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
+	top := 10.0
+	for _, r := range recs {
+		top = math.Max(top, 1.5*float64(max(r.EvaluatedTokens, r.GeneratedTokens)))
+	}
+	// A fixed range of at least a decade: log ticks need one.
+	p.Y.Min, p.Y.Max = 1, top
 	for i, series := range []struct {
 		name string
 		val  func(Record) int
