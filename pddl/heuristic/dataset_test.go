@@ -173,7 +173,7 @@ func BenchmarkALFWorld(b *testing.B) {
 		h heuristic.Heuristic
 		s pddl.State
 	}
-	for _, spec := range []string{"ff", "add", "max", "lmcut", "goalcount", "mix"} {
+	for _, spec := range []string{"ff", "ff:noneg", "add", "max", "lmcut", "lmcut:noneg", "goalcount", "mix"} {
 		b.Run(spec, func(b *testing.B) {
 			var all []pair
 			for i, task := range tasks {

@@ -9,15 +9,20 @@ import (
 // inf marks an unreached fact or operator.
 const inf = int64(math.MaxInt64 / 4)
 
+// opState is an operator's per-evaluation state, kept together for locality.
+type opState struct {
+	unsat int32 // unsatisfied precondition counter
+	pcf   int32 // precondition popped last (largest h_max) once fired
+	val   int64 // accumulated precondition cost, then the operator's value
+}
+
 // scratch holds the per-evaluation arrays. One scratch serves one Eval at a
 // time; they come from relaxed.pool.
 type scratch struct {
 	factCost []int64 // h_add / h_max value of each fact, inf if unreached
 	sup      []int32 // best supporter of each reached fact, -1 for state facts
-	unsat    []int32 // unsatisfied precondition counter of each operator
-	opVal    []int64 // accumulated precondition cost, then operator value
-	pcf      []int32 // precondition popped last (largest h_max) of each fired operator
-	q        radixHeap
+	ops      []opState
+	q        bucketQueue
 
 	// Epoch-stamped marks (a mark is valid iff it equals the epoch).
 	epoch    uint32
@@ -38,9 +43,7 @@ func (r *relaxed) newScratch() *scratch {
 	return &scratch{
 		factCost: make([]int64, nf),
 		sup:      make([]int32, nf),
-		unsat:    make([]int32, no),
-		opVal:    make([]int64, no),
-		pcf:      make([]int32, no),
+		ops:      make([]opState, no),
 		factMark: make([]uint32, nf),
 		opMark:   make([]uint32, no),
 		actMark:  make([]uint32, r.nActions),
@@ -106,11 +109,8 @@ func (r *relaxed) explore(sc *scratch, useMax, stopAtGoal bool, cost []int32) in
 	for i := range fc {
 		fc[i] = inf
 	}
-	unsat := sc.unsat[:len(r.preLen)]
-	copy(unsat, r.preLen)
-	opVal := sc.opVal[:len(unsat)]
-	clear(opVal)
-	pcf := sc.pcf[:len(unsat)]
+	ops := sc.ops[:len(r.opInit)]
+	copy(ops, r.opInit)
 	sup := sc.sup[:r.nFacts]
 	q := &sc.q
 	q.reset()
@@ -123,7 +123,7 @@ func (r *relaxed) explore(sc *scratch, useMax, stopAtGoal bool, cost []int32) in
 	}
 
 	preOfStart, preOf := r.preOfStart, r.preOf
-	addStart, add := r.addStart, r.add
+	info, add := r.info, r.add
 	goal := r.goalFact
 	for !q.empty() {
 		k, f := q.pop()
@@ -135,21 +135,23 @@ func (r *relaxed) explore(sc *scratch, useMax, stopAtGoal bool, cost []int32) in
 			break
 		}
 		for _, o := range preOf[preOfStart[f]:preOfStart[f+1]] {
+			op := &ops[o]
 			if useMax {
-				if c > opVal[o] {
-					opVal[o] = c
+				if c > op.val {
+					op.val = c
 				}
 			} else {
-				opVal[o] += c
+				op.val += c
 			}
-			unsat[o]--
-			if unsat[o] != 0 {
+			op.unsat--
+			if op.unsat != 0 {
 				continue
 			}
-			pcf[o] = f
-			v := opVal[o] + int64(cost[o])
-			opVal[o] = v
-			for _, g := range add[addStart[o]:addStart[o+1]] {
+			op.pcf = f
+			in := &info[o]
+			v := op.val + int64(cost[o])
+			op.val = v
+			for _, g := range add[in.addLo:in.addHi] {
 				if v < fc[g] {
 					fc[g] = v
 					sup[g] = o

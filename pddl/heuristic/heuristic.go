@@ -115,8 +115,8 @@ func (h *FF) RelaxedPlan(s pddl.State, buf []int) (plan []int, cost float64, dea
 	c := h.r.extractPlan(sc)
 	ops := sc.planOps
 	slices.SortFunc(ops, func(a, b int32) int {
-		if sc.opVal[a] != sc.opVal[b] {
-			if sc.opVal[a] < sc.opVal[b] {
+		if va, vb := sc.ops[a].val, sc.ops[b].val; va != vb {
+			if va < vb {
 				return -1
 			}
 			return 1

@@ -65,10 +65,10 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 			f := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			for _, o := range r.adders[r.adderStart[f]:r.adderStart[f+1]] {
-				if sc.unsat[o] != 0 || costs[o] != 0 {
+				if sc.ops[o].unsat != 0 || costs[o] != 0 {
 					continue
 				}
-				if p := sc.pcf[o]; zone[p] != ep {
+				if p := sc.ops[o].pcf; zone[p] != ep {
 					zone[p] = ep
 					stack = append(stack, p)
 				}
@@ -88,7 +88,7 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 			f := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			for _, o := range r.preOf[r.preOfStart[f]:r.preOfStart[f+1]] {
-				if sc.unsat[o] != 0 || sc.pcf[o] != f {
+				if op := &sc.ops[o]; op.unsat != 0 || op.pcf != f {
 					continue
 				}
 				for _, e := range r.add[r.addStart[o]:r.addStart[o+1]] {
@@ -123,13 +123,13 @@ func (r *relaxed) lmcut(s pddl.State, sc *scratch) int64 {
 // values only decrease, and an operator's value can only decrease when its
 // chosen precondition does.
 func (r *relaxed) reduceCosts(sc *scratch, costs []int32, cut []int32, m int32) {
-	fc, pcf, opVal := sc.factCost, sc.pcf, sc.opVal
+	fc, ops := sc.factCost, sc.ops
 	q := &sc.q
 	q.reset()
 	for _, o := range cut {
 		costs[o] -= m
-		v := fc[pcf[o]] + int64(costs[o])
-		opVal[o] = v
+		v := fc[ops[o].pcf] + int64(costs[o])
+		ops[o].val = v
 		for _, e := range r.add[r.addStart[o]:r.addStart[o+1]] {
 			if v < fc[e] {
 				fc[e] = v
@@ -143,7 +143,8 @@ func (r *relaxed) reduceCosts(sc *scratch, costs []int32, cut []int32, m int32) 
 			continue
 		}
 		for _, o := range r.preOf[r.preOfStart[f]:r.preOfStart[f+1]] {
-			if sc.unsat[o] != 0 || pcf[o] != f {
+			op := &ops[o]
+			if op.unsat != 0 || op.pcf != f {
 				continue
 			}
 			best, bv := f, fc[f]
@@ -152,12 +153,12 @@ func (r *relaxed) reduceCosts(sc *scratch, costs []int32, cut []int32, m int32) 
 					best, bv = p, fc[p]
 				}
 			}
-			pcf[o] = best
+			op.pcf = best
 			v := bv + int64(costs[o])
-			if v >= opVal[o] {
+			if v >= op.val {
 				continue
 			}
-			opVal[o] = v
+			op.val = v
 			for _, e := range r.add[r.addStart[o]:r.addStart[o+1]] {
 				if v < fc[e] {
 					fc[e] = v

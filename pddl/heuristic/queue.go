@@ -64,3 +64,56 @@ func (h *radixHeap) pop() (uint64, int32) {
 	h.size--
 	return e.key, e.fact
 }
+
+// nearBuckets is the number of keys bucketQueue keeps in plain buckets.
+const nearBuckets = 1024
+
+// bucketQueue is a monotone priority queue (see radixHeap) with one plain
+// bucket per key below nearBuckets, the common case for unit and small
+// action costs, and a radix heap for larger keys.
+type bucketQueue struct {
+	near     [nearBuckets][]int32
+	cur      int // no key below cur is queued
+	maxUsed  int // highest near bucket used since reset
+	nearSize int
+	far      radixHeap
+}
+
+func (q *bucketQueue) reset() {
+	for i := 0; i <= q.maxUsed; i++ {
+		q.near[i] = q.near[i][:0]
+	}
+	q.cur, q.maxUsed, q.nearSize = 0, 0, 0
+	q.far.reset()
+}
+
+func (q *bucketQueue) push(key uint64, fact int32) {
+	if key < nearBuckets {
+		k := int(key)
+		q.near[k] = append(q.near[k], fact)
+		if k > q.maxUsed {
+			q.maxUsed = k
+		}
+		q.nearSize++
+		return
+	}
+	q.far.push(key, fact)
+}
+
+func (q *bucketQueue) empty() bool { return q.nearSize == 0 && q.far.empty() }
+
+// pop removes and returns an entry with the smallest key. The queue must not
+// be empty.
+func (q *bucketQueue) pop() (uint64, int32) {
+	if q.nearSize > 0 {
+		for len(q.near[q.cur]) == 0 {
+			q.cur++
+		}
+		b := q.near[q.cur]
+		f := b[len(b)-1]
+		q.near[q.cur] = b[:len(b)-1]
+		q.nearSize--
+		return uint64(q.cur), f
+	}
+	return q.far.pop()
+}

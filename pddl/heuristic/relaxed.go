@@ -33,9 +33,11 @@ type relaxed struct {
 	add      []int32
 	cost     []int32
 	action   []int32
-	// preLen[o] is the number of preconditions of o (copied into the
-	// per-evaluation counters).
-	preLen []int32
+	// opInit is the per-evaluation operator state before exploring
+	// (counters at the number of preconditions), copied into the scratch.
+	opInit []opState
+	// info[o] holds o's add range, read when o fires.
+	info []opInfo
 
 	// preOf[preOfStart[f]:preOfStart[f+1]] are the operators with
 	// precondition f; adders[adderStart[f]:adderStart[f+1]] those adding f.
@@ -69,6 +71,8 @@ const (
 	symTrue = -1
 	symGoal = -2
 )
+
+type opInfo struct{ addLo, addHi int32 }
 
 type protoOp struct {
 	pre, add []int32
@@ -224,7 +228,8 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 	r.addStart = make([]int32, 1, len(ops)+1)
 	r.cost = make([]int32, 0, len(ops))
 	r.action = make([]int32, 0, len(ops))
-	r.preLen = make([]int32, 0, len(ops))
+	r.opInit = make([]opState, 0, len(ops))
+	r.info = make([]opInfo, 0, len(ops))
 	for _, op := range ops {
 		if len(op.pre) == 0 {
 			op.pre = []int32{symTrue}
@@ -239,7 +244,8 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 		r.addStart = append(r.addStart, int32(len(r.add)))
 		r.cost = append(r.cost, op.cost)
 		r.action = append(r.action, op.action)
-		r.preLen = append(r.preLen, int32(len(op.pre)))
+		r.opInit = append(r.opInit, opState{unsat: int32(len(op.pre)), pcf: -1})
+		r.info = append(r.info, opInfo{r.addStart[len(r.addStart)-2], r.addStart[len(r.addStart)-1]})
 	}
 	r.preOfStart, r.preOf = invert(r.nFacts, r.preStart, r.pre)
 	r.adderStart, r.adders = invert(r.nFacts, r.addStart, r.add)
