@@ -2,6 +2,7 @@ package search_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
@@ -209,4 +210,54 @@ func BenchmarkALFWorldGBFS(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(expanded)/float64(b.N), "expanded/op")
+}
+
+// TestVirtualHomeGBFS runs GBFS + h_FF on VirtualHome problems: one in
+// twenty plus Cook_some_food/1083_2 (a negative-precondition trap for the
+// plain delete relaxation) by default, all 338 under NESY_FULL=1 (20 s
+// each). A problem with a gold plan must never be reported unsolvable (that
+// would be a false dead end), every plan found must replay, and in the
+// default slice every problem with a gold plan must be solved.
+func TestVirtualHomeGBFS(t *testing.T) {
+	dir := filepath.Join(testenv.Datasets(t), "virtualhome")
+	probs, _ := filepath.Glob(filepath.Join(dir, "problems", "*", "*.pddl"))
+	if len(probs) == 0 {
+		t.Fatal("no VirtualHome problems found")
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "gold_pddl_plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gold map[string][]string
+	if err := json.Unmarshal(src, &gold); err != nil {
+		t.Fatal(err)
+	}
+	sel := sample(probs, 20)
+	if !full() {
+		sel = append(sel, filepath.Join(dir, "problems", "Cook_some_food", "1083_2.pddl"))
+	}
+	counts := map[search.Status]int{}
+	for _, p := range sel {
+		id := strings.TrimSuffix(filepath.Base(p), ".pddl")
+		_, hasGold := gold[id]
+		t.Run(strings.TrimPrefix(p, dir+string(filepath.Separator)), func(t *testing.T) {
+			task := load(t, filepath.Join(dir, "virtualhome.pddl"), p)
+			res, err := search.Solve(context.Background(), task, search.Options{Timeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts[res.Status]++
+			switch {
+			case res.Status == search.Unsolvable && hasGold:
+				t.Fatalf("reported unsolvable, but a gold plan exists: %v", gold[id])
+			case res.Status == search.Solved:
+				if _, err := replay(task, res.Plan, false); err != nil {
+					t.Fatal(err)
+				}
+			case hasGold && !full():
+				t.Fatalf("%v after %d expansions", res.Status, res.Expanded)
+			}
+		})
+	}
+	t.Logf("%d problems: %v", len(sel), counts)
 }
