@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -229,5 +231,100 @@ func TestModelNamesStayInside(t *testing.T) {
 	}
 	if n := len(ts.s.models.engines()); n != 1 {
 		t.Errorf("%d engines loaded, want only the default", n)
+	}
+}
+
+// TestGPUMetrics: GPU readings given by Options.GPUStats are exported,
+// unknown ones are left out.
+func TestGPUMetrics(t *testing.T) {
+	stats := []GPUStat{
+		{Index: 0, Utilization: 0.25, MemoryUsed: 3 << 30, MemoryTotal: 80 << 30, TemperatureC: 41},
+		{Index: 1, Utilization: -1, MemoryUsed: 0, MemoryTotal: 0, TemperatureC: -1},
+	}
+	ts := startServer(t, Options{GPUStats: func() []GPUStat { return stats }})
+	for _, tt := range []struct {
+		sample string
+		want   float64
+	}{
+		{`nesy_gpu_utilization_ratio{gpu="0"}`, 0.25},
+		{`nesy_gpu_memory_used_bytes{gpu="0"}`, 3 << 30},
+		{`nesy_gpu_memory_total_bytes{gpu="0"}`, 80 << 30},
+		{`nesy_gpu_temperature_celsius{gpu="0"}`, 41},
+		{`nesy_gpu_utilization_ratio{gpu="1"}`, -1},
+		{`nesy_gpu_temperature_celsius{gpu="1"}`, -1},
+		{`nesy_gpu_memory_total_bytes{gpu="1"}`, -1},
+	} {
+		if got := ts.metric(tt.sample); got != tt.want {
+			t.Errorf("%s = %v, want %v (-1: absent)", tt.sample, got, tt.want)
+		}
+	}
+}
+
+// writeOllamaStore lays out an Ollama store holding one model (the GGUF at
+// src) under name library/<model>:<tag>, as `ollama pull` does.
+func writeOllamaStore(t *testing.T, root, model, tag, src string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	blobs := filepath.Join(root, "blobs")
+	manifests := filepath.Join(root, "manifests", "registry.ollama.ai", "library", model)
+	for _, d := range []string{blobs, manifests} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(blobs, "sha256-"+digest), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manifest := map[string]any{"schemaVersion": 2, "layers": []map[string]any{
+		{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + digest, "size": len(data)}}}
+	mdata, _ := json.Marshal(manifest)
+	if err := os.WriteFile(filepath.Join(manifests, tag), mdata, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOllamaStoreModels: models of an Ollama store are listed (by /v1/models
+// and /api/tags) and load on first use by their Ollama name.
+func TestOllamaStoreModels(t *testing.T) {
+	store := t.TempDir()
+	writeOllamaStore(t, store, "tinyplanner", "7b", testModel(t, t.TempDir(), "src", gguf.ArchLlama))
+	ts := startServer(t, Options{OllamaStore: store})
+	_, _, body := ts.do("GET", "/v1/models", nil)
+	var m modelsResponse
+	mustJSON(t, body, &m)
+	found := false
+	for _, mi := range m.Models {
+		if mi.Name == "tinyplanner:7b" {
+			found = mi.Source == "ollama" && !mi.Loaded && strings.HasPrefix(mi.Digest, "sha256:")
+		}
+	}
+	if !found {
+		t.Fatalf("the store's model is not listed right: %s", body)
+	}
+	base, _ := url.Parse(ts.url)
+	c := api.NewClient(base, http.DefaultClient)
+	no := false
+	var res api.GenerateResponse
+	err := c.Generate(context.Background(), &api.GenerateRequest{Model: "tinyplanner:7b", Prompt: "hello", Stream: &no,
+		Options: map[string]any{"num_predict": 3, "temperature": 0}}, func(r api.GenerateResponse) error { res = r; return nil })
+	if err != nil || !res.Done || res.EvalCount == 0 {
+		t.Fatalf("generate with the store's model: %v %+v", err, res)
+	}
+	list, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lm := range list.Models {
+		if lm.Name == "tinyplanner:7b" && (lm.Details.Family != gguf.ArchLlama || lm.Details.ParameterSize == "") {
+			t.Errorf("loaded store model details %+v", lm.Details)
+		}
+	}
+	if n := len(ts.s.models.engines()); n != 2 {
+		t.Errorf("%d engines loaded, want the default and the store's", n)
 	}
 }
