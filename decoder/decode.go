@@ -181,8 +181,11 @@ type Result struct {
 	MaskMaxSeconds float64
 	MaskHistogram  [len(MaskBuckets) + 1]int
 	// Seconds is the wall time of the decode (prefill included when this
-	// decode did it).
-	Seconds float64
+	// decode did it); ModelSeconds the part spent waiting for the model's
+	// forward passes. The rest is the decoder's own overhead (masks,
+	// sampling, parsing).
+	Seconds      float64
+	ModelSeconds float64
 }
 
 // Session is a prompt evaluated once, from which any number of plans can be
@@ -299,7 +302,7 @@ func (d *Decoder) Decode(ctx context.Context, req Request, opts Options) (*Resul
 // cancellation (or a model error) it returns the plan so far, re-validated,
 // with the error.
 func (s *Session) Decode(ctx context.Context, opts Options) (*Result, error) {
-	if err := opts.Sampling.check(); err != nil {
+	if err := opts.Sampling.Check(); err != nil {
 		return nil, err
 	}
 	if opts.MaxTokens < 0 || opts.MaxThinkTokens < 0 {
@@ -326,6 +329,7 @@ func (s *Session) Decode(ctx context.Context, opts Options) (*Result, error) {
 	err = r.decode(ctx)
 	r.finish()
 	r.res.Seconds = time.Since(start).Seconds() + secs
+	r.res.ModelSeconds += secs
 	return r.res, err
 }
 
@@ -372,7 +376,9 @@ func (r *run) emit(e Event) {
 
 // feed evaluates toks on the run's sequence and keeps the last logit row.
 func (r *run) feed(ctx context.Context, toks []int32) error {
+	t0 := time.Now()
 	res, err := r.lm.Eval(ctx, []models.EvalRequest{{Seq: r.seq, Tokens: toks}})
+	r.res.ModelSeconds += time.Since(t0).Seconds()
 	r.res.ModelCalls++
 	if err != nil {
 		return err

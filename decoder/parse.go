@@ -87,13 +87,21 @@ func (lp *lineParser) flush() {
 	}
 }
 
-// cutOff counts a last line cut off by a token limit as written, without
-// reading it as an action.
+// cutOff handles a last line cut off by a token limit: it is written but is
+// no action (even if its text so far spells one, the model had not ended it),
+// so it is the first invalid step unless there was one before.
 func (lp *lineParser) cutOff() {
-	if !lp.ended && len(bytes.TrimSpace(lp.line)) > 0 {
-		lp.steps++
-	}
+	text := strings.TrimSpace(string(lp.line))
 	lp.line = lp.line[:0]
+	if lp.ended || text == "" {
+		return
+	}
+	step := lp.steps
+	lp.steps++
+	if lp.invalid == nil {
+		lp.invalid = &InvalidStep{Step: step, Text: text, Reason: "the line was cut off by the token limit"}
+		lp.on(Event{Kind: EventInvalid, Step: step, ActionText: text, Reason: lp.invalid.Reason})
+	}
 }
 
 func (lp *lineParser) end(reason string) {

@@ -26,7 +26,9 @@ type Sampling struct {
 // Greedy reports whether s picks the argmax.
 func (s Sampling) Greedy() bool { return s.Temperature <= 0 }
 
-func (s Sampling) check() error {
+// Check reports a setting out of range (negative temperature or top-k,
+// top-p outside [0, 1]).
+func (s Sampling) Check() error {
 	switch {
 	case s.Temperature < 0 || math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0):
 		return fmt.Errorf("decoder: temperature %v is not a non-negative number", s.Temperature)

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// runPlanCLI runs the nesy command in-process and returns stdout, stderr and
+// the exit status.
+func runPlanCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	code := 0
+	if err != nil {
+		var e exitError
+		if !errors.As(err, &e) {
+			t.Fatalf("nesy %s: error %v is not an exit status", strings.Join(args, " "), err)
+		}
+		code = e.code
+	}
+	return out.String(), errb.String(), code
+}
+
+// oneShot is a task whose only action reaches the goal: a constrained plan
+// that may end only at the goal must be that action.
+const (
+	oneShotDomain  = "(define (domain oneshot) (:requirements :strips :negative-preconditions)\n (:predicates (used))\n (:action press :parameters () :precondition (not (used)) :effect (used)))\n"
+	oneShotProblem = "(define (problem p) (:domain oneshot) (:init) (:goal (used)))\n"
+)
+
+// TestPlanCLI runs nesy plan on a tiny random model (real Qwen3
+// vocabulary) and checks the CLI contract: the JSON fields, the exit status,
+// and that nesy validate accepts the printed plan with the same verdict.
+func TestPlanCLI(t *testing.T) {
+	ds := testenv.Datasets(t)
+	dir := t.TempDir()
+	tok, err := gguf.FromHF(testenv.Tokenizer(t, "qwen3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := gguf.Default(gguf.ArchQwen3)
+	spec.Tokenizer = tok
+	model := filepath.Join(dir, "q.gguf")
+	if err := gguf.Write(model, spec); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	oneD, oneP := write("d.pddl", oneShotDomain), write("p.pddl", oneShotProblem)
+	bwD := filepath.Join(ds, "planbench-blocksworld/domain.pddl")
+	bwP := filepath.Join(ds, "planbench-blocksworld/instances/instance-10.pddl")
+	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/*/*/game.tw-pddl"))
+	if len(games) == 0 {
+		t.Fatal("no ALFWorld games")
+	}
+	common := []string{"--model", model, "--threads", "1", "--json"}
+	tests := []struct {
+		name        string
+		args        []string
+		code        int  // -1: 0 iff goal reached
+		valid       bool // expected "valid" (when code != 2)
+		invalidStep bool // first_invalid present
+		goal        bool // goal must be reached
+	}{
+		{"cgreedy blocksworld", []string{"--method", "cgreedy", "--domain", bwD, "--problem", bwP, "--max-actions", "6"}, -1, true, false, false},
+		{"cgreedy sampled", []string{"--method", "cgreedy", "--domain", bwD, "--problem", bwP, "--max-actions", "6", "--temperature", "1", "--top-k", "5", "--seed", "7"}, -1, true, false, false},
+		{"cgreedy alfworld game without domain", []string{"--method", "cgreedy", "--problem", games[0], "--max-actions", "4"}, -1, true, false, false},
+		{"cgreedy ends only at the goal", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--end", "goal"}, 0, true, false, true},
+		{"greedy reports the first invalid step", []string{"--method", "greedy", "--domain", bwD, "--problem", bwP, "--max-tokens", "12"}, 1, false, true, false},
+		{"cmcts", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--simulations", "20"}, 0, true, false, true},
+		{"missing problem", []string{"--method", "cgreedy"}, 2, false, false, false},
+		{"unknown method", []string{"--method", "beam", "--domain", oneD, "--problem", oneP}, 2, false, false, false},
+		{"bad end policy", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--end", "never"}, 2, false, false, false},
+		{"missing model file", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--model", filepath.Join(dir, "none.gguf")}, 2, false, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := runPlanCLI(t, append(append([]string{"plan"}, common...), tc.args...)...)
+			var raw map[string]any
+			if err := json.Unmarshal([]byte(out), &raw); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s\n%s", err, out, stderr)
+			}
+			if tc.code == 2 {
+				if code != 2 || raw["error"] == "" || raw["error"] == nil {
+					t.Fatalf("exit %d, error %v; want 2 with an error\n%s", code, raw["error"], stderr)
+				}
+				return
+			}
+			// The contract's fields, with their types.
+			for key, kind := range map[string]string{"plan": "array", "valid": "bool", "goal_reached": "bool",
+				"generated_tokens": "number", "evaluated_tokens": "number", "model_calls": "number", "seconds": "number"} {
+				v, ok := raw[key]
+				got := map[bool]string{true: "?"}[true]
+				switch v.(type) {
+				case []any:
+					got = "array"
+				case bool:
+					got = "bool"
+				case float64:
+					got = "number"
+				}
+				if !ok || got != kind {
+					t.Fatalf("field %q is %v (%s), want a %s\n%s", key, v, got, kind, out)
+				}
+			}
+			var res planJSON
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.code
+			if want < 0 {
+				want = map[bool]int{true: 0, false: 1}[res.Valid && res.GoalReached]
+			}
+			if code != want {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, want, out, stderr)
+			}
+			if res.Valid != tc.valid || (res.FirstInvalid != nil) != tc.invalidStep || (tc.goal && !res.GoalReached) {
+				t.Fatalf("valid %v first_invalid %+v goal %v\n%s", res.Valid, res.FirstInvalid, res.GoalReached, out)
+			}
+			if res.EvaluatedTokens < int64(res.PromptTokens) || res.PromptTokens == 0 || res.ModelCalls == 0 {
+				t.Fatalf("accounting: %d prompt, %d evaluated, %d calls", res.PromptTokens, res.EvaluatedTokens, res.ModelCalls)
+			}
+			// nesy validate reads the printed plan and agrees.
+			domain, problem := "", ""
+			for i, a := range tc.args {
+				switch a {
+				case "--domain":
+					domain = tc.args[i+1]
+				case "--problem":
+					problem = tc.args[i+1]
+				}
+			}
+			plan := write("plan.txt", strings.Join(res.Plan, "\n")+"\n")
+			vargs := []string{"validate", "--problem", problem, "--plan", plan, "--json"}
+			if domain != "" {
+				vargs = append(vargs, "--domain", domain)
+			}
+			vout, _, vcode := runPlanCLI(t, vargs...)
+			var v struct {
+				Valid       bool `json:"valid"`
+				GoalReached bool `json:"goal_reached"`
+				Steps       int  `json:"steps"`
+			}
+			if err := json.Unmarshal([]byte(vout), &v); err != nil {
+				t.Fatalf("validate output: %v\n%s", err, vout)
+			}
+			if !v.Valid || v.Steps != len(res.Plan) || v.GoalReached != res.GoalReached || (vcode == 0) != res.GoalReached {
+				t.Fatalf("nesy validate says valid %v goal %v (%d steps, exit %d) for %v", v.Valid, v.GoalReached, v.Steps, vcode, res.Plan)
+			}
+		})
+	}
+}

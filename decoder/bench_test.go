@@ -1,0 +1,175 @@
+package decoder
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/models/gguf"
+	"github.com/nesy-dev/nesy/trie"
+)
+
+// Benchmarks. BenchmarkDecode compares constrained with unconstrained greedy
+// decoding on the same model, prompt and token count, on an ALFWorld task:
+//
+//	ref-llama   gguf.Reference(): llama 768x12, 32000-token SentencePiece vocabulary, F32 (134M)
+//	mid-qwen3   qwen3 512x8 with the real Qwen3 vocabulary (151,669 tokens), tied output, F32 (~95M)
+//	tiny-qwen3  the tests' tiny qwen3 with the real Qwen3 vocabulary (the forward pass is cheap,
+//	            so the decoder's own overhead shows)
+//
+// Environment: NESY_BENCH_THREADS (default: all CPUs), NESY_BENCH_MODEL (a
+// GGUF to run instead of the generated ones), NESY_BENCH_TOKENS (tokens per
+// decode, default 32). Metrics per decode: tok/s (generated tokens over wall
+// time, prefill excluded: the prompt is evaluated once per sub-benchmark),
+// mask-us/tok (computing allowed sets and advancing the cursor),
+// overhead-us/tok (everything but the forward passes: masks, sampling,
+// bookkeeping).
+
+func benchThreads() int {
+	if n, err := strconv.Atoi(os.Getenv("NESY_BENCH_THREADS")); err == nil && n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+}
+
+// benchModelSpecs are the generated benchmark models.
+func benchModelSpecs(b *testing.B) map[string]func() gguf.Spec {
+	return map[string]func() gguf.Spec{
+		"ref-llama": gguf.Reference,
+		"mid-qwen3": func() gguf.Spec {
+			tok, err := gguf.FromHF(testenv.Tokenizer(b, "qwen3"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := gguf.Default(gguf.ArchQwen3)
+			s.Tokenizer, s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.TiedOutput = tok, 512, 8, 1536, 8, 4, true
+			return s
+		},
+	}
+}
+
+func benchEngine(b *testing.B, name string) *models.Engine {
+	b.Helper()
+	var path string
+	switch {
+	case os.Getenv("NESY_BENCH_MODEL") != "":
+		path = os.Getenv("NESY_BENCH_MODEL")
+	case name == "tiny-qwen3":
+		path = testModelPath(b, "qwen3")
+	default:
+		path = filepath.Join(b.TempDir(), name+".gguf")
+		if err := gguf.Write(path, benchModelSpecs(b)[name]()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e, err := models.Load(context.Background(), path, models.Options{Threads: benchThreads(), ContextLength: 8192})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	b.Logf("%s: %d parameters, vocabulary %d, %s; %s", name, e.Info().Params, e.Info().VocabSize, e.Info().Device, models.SystemInfo())
+	return e
+}
+
+func BenchmarkDecode(b *testing.B) {
+	tokens := 32
+	if n, err := strconv.Atoi(os.Getenv("NESY_BENCH_TOKENS")); err == nil && n > 0 {
+		tokens = n
+	}
+	tt := datasetTasks(b, 1)[0] // an ALFWorld task
+	for _, name := range []string{"tiny-qwen3", "ref-llama", "mid-qwen3"} {
+		b.Run(name, func(b *testing.B) {
+			e := benchEngine(b, name)
+			d, err := New(e, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Ending only at the goal and no action limit: both modes write
+			// exactly `tokens` tokens.
+			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: SpaceOptions{EndPolicy: EndAtGoal}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sess.Close()
+			b.Logf("prompt: %d tokens (%s)", len(sess.Prompt().Tokens), tt.name)
+			for _, constrained := range []bool{false, true} {
+				mode := map[bool]string{false: "unconstrained", true: "constrained"}[constrained]
+				b.Run(mode, func(b *testing.B) {
+					var gen int
+					var mask, over float64
+					for b.Loop() {
+						res, err := sess.Decode(context.Background(), Options{Constrained: constrained, MaxTokens: tokens})
+						if err != nil {
+							b.Fatal(err)
+						}
+						gen += res.GeneratedTokens
+						mask += res.MaskSeconds
+						over += res.Seconds - res.ModelSeconds
+					}
+					b.ReportMetric(float64(gen)/b.Elapsed().Seconds(), "tok/s")
+					b.ReportMetric(mask/float64(gen)*1e6, "mask-us/tok")
+					b.ReportMetric(over/float64(gen)*1e6, "overhead-us/tok")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkConstraintStep measures one constrained step without a model
+// (Allowed, an argmax over the allowed tokens' logits, Advance) on ALFWorld
+// tasks with the real Qwen3 and Llama 2 vocabularies, following random
+// plans; states are cached as in a decode.
+func BenchmarkConstraintStep(b *testing.B) {
+	tasks := datasetTasks(b, 8)[:8] // ALFWorld
+	for _, family := range []string{"qwen3", "llama2"} {
+		b.Run(family, func(b *testing.B) {
+			idx := realIndex(b, family)
+			r := rand.New(rand.NewPCG(1, 2))
+			logits := make([]float32, idx.Size())
+			for i := range logits {
+				logits[i] = r.Float32()
+			}
+			spaces := make([]*Space, len(tasks))
+			for i, tt := range tasks {
+				var err error
+				if spaces[i], err = NewSpace(idx, tt.lex, SpaceOptions{MaxActions: 30}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var set trie.Set
+			sm := newSampler(Sampling{})
+			k := 0
+			cur, _ := spaces[0].Start()
+			var worst time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				sp := spaces[k%len(spaces)]
+				sp.Allowed(cur, &set)
+				i := sm.pick(logits, set.IDs)
+				if r.IntN(4) == 0 { // vary the path: argmax alone repeats itself
+					i = r.IntN(set.Len())
+				}
+				next, err := sp.Advance(cur, set.Next[i])
+				if err != nil {
+					b.Fatal(err)
+				}
+				worst = max(worst, time.Since(t0))
+				cur = next
+				if cur.Ended() {
+					k++
+					cur, _ = spaces[k%len(spaces)].Start()
+				}
+			}
+			b.ReportMetric(float64(worst.Microseconds()), "max-us")
+			_ = fmt.Sprint()
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package decoder
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// TestParseOutput maps free text to actions on PlanBench tasks with
+// reference plans, rewritten in the lexicon's words and then spoiled in
+// the ways a model spoils them.
+func TestParseOutput(t *testing.T) {
+	var tt testTask
+	for _, c := range datasetTasks(t, 40) {
+		if strings.HasPrefix(c.name, "planbench/") && len(c.gold) >= 4 {
+			tt = c
+			break
+		}
+	}
+	if tt.lex == nil {
+		t.Fatal("no PlanBench task with a reference plan of 4 steps")
+	}
+	task := tt.task()
+	steps, err := pddl.ParsePlan("gold", []byte(strings.Join(tt.gold, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	s := task.Init
+	for _, st := range steps {
+		next, a, err := task.Execute(s, st.Name, st.Args)
+		if err != nil {
+			t.Fatalf("reference plan: %v", err)
+		}
+		texts = append(texts, tt.lex.Text(a))
+		s = next
+	}
+	join := func(lines ...string) string { return strings.Join(lines, "\n") }
+	swapped := append([]string{texts[1], texts[0]}, texts[2:]...)
+	tests := []struct {
+		name       string
+		text       string
+		opts       SpaceOptions
+		wantPlan   int // valid steps
+		wantSteps  int
+		invalidAt  int // -1: none
+		reasonHas  string
+		wantEnd    string
+		wantGoalOK bool
+	}{
+		{"reference plan", join(texts...) + "\n", SpaceOptions{}, len(texts), len(texts), -1, "", "", true},
+		{"no final newline, blank lines and indentation", "  " + join(texts[:2]...) + "\n\n" + join(texts[2:]...), SpaceOptions{}, len(texts), len(texts), -1, "", "", true},
+		{"swapped steps name the failing precondition", join(swapped...), SpaceOptions{}, 0, len(texts), 0, "precondition", "", false},
+		{"unknown text", join(texts[0], "fly to the moon", texts[1]), SpaceOptions{}, 1, 3, 1, "not the text of any action", "", false},
+		{"end marker stops reading", join(texts[0], "done", "garbage"), SpaceOptions{End: "done\n"}, 1, 1, -1, "", "end_marker", false},
+		{"empty line as end marker", join(texts[0], "", texts[1]), SpaceOptions{End: "\n"}, 1, 1, -1, "", "end_marker", false},
+		{"max actions", join(texts...), SpaceOptions{MaxActions: 2}, 2, 2, -1, "", "max_actions", false},
+		{"stop at goal ignores the rest", join(texts...) + "\n" + "fly to the moon", SpaceOptions{StopAtGoal: true}, len(texts), len(texts), -1, "", "goal", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ParseOutput(tt.lex, tc.text, tc.opts)
+			if len(p.Plan) != tc.wantPlan || p.Steps != tc.wantSteps || p.EndReason != tc.wantEnd {
+				t.Fatalf("plan %d steps %d end %q, want %d %d %q", len(p.Plan), p.Steps, p.EndReason, tc.wantPlan, tc.wantSteps, tc.wantEnd)
+			}
+			if tc.invalidAt < 0 {
+				if p.FirstInvalid != nil {
+					t.Fatalf("unexpected invalid step %+v", p.FirstInvalid)
+				}
+			} else if p.FirstInvalid == nil || p.FirstInvalid.Step != tc.invalidAt || !strings.Contains(p.FirstInvalid.Reason, tc.reasonHas) {
+				t.Fatalf("first invalid %+v, want step %d with %q", p.FirstInvalid, tc.invalidAt, tc.reasonHas)
+			}
+			lines := make([]string, len(p.Plan))
+			for i, a := range p.Plan {
+				lines[i] = task.Actions[a].String()
+			}
+			vr := validatePlanText(t, task, lines)
+			if !vr.Valid || vr.GoalReached != tc.wantGoalOK {
+				t.Fatalf("validator: valid %v goal %v (%s)", vr.Valid, vr.GoalReached, vr.Error)
+			}
+			if p.FirstInvalid != nil && p.FirstInvalid.Reason != "" && tc.reasonHas == "precondition" {
+				// Same reason as the validator gives for the spoiled step.
+				bad, _ := pddl.ParsePlan("bad", []byte(task.Actions[tt.lex.Actions(p.FirstInvalid.Text)[0]].String()))
+				if r := task.Validate(bad); !strings.Contains(r.Error, strings.SplitN(p.FirstInvalid.Reason, ": ", 2)[1]) {
+					t.Fatalf("reason %q differs from the validator's %q", p.FirstInvalid.Reason, r.Error)
+				}
+			}
+		})
+	}
+}
