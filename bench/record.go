@@ -54,6 +54,8 @@ type Record struct {
 	// ExploreSteps those of Phase I.
 	Steps        int `json:"steps"`
 	ExploreSteps int `json:"explore_steps"`
+	// ExploreStop says why exploration ended (explore.Result.Stop).
+	ExploreStop string `json:"explore_stop,omitempty"`
 	// Ready: exploration grounded the goal (two-phase only). Grounded: the
 	// estimate was correct on the goal's objects (see explore.Compare).
 	Ready    *bool `json:"ready,omitempty"`

@@ -63,6 +63,9 @@ func TestRunMethods(t *testing.T) {
 			if r.FailureStage == StageError {
 				t.Fatalf("task error: %s", r.Error)
 			}
+			if r.Plan == nil {
+				t.Fatal(`"plan" is null, want a list`)
+			}
 			if r.Success != (r.FailureStage == "") || (!r.Success && !slices.Contains(Stages, r.FailureStage)) {
 				t.Fatalf("success %v with failure stage %q", r.Success, r.FailureStage)
 			}

@@ -58,7 +58,12 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 	rec = Record{Task: info.ID, Type: info.Type, Cluster: ClusterOf(cfg.Env.Name(), info),
 		Env: cfg.Env.Name(), Method: cfg.Method, Mode: cfg.Mode, Seed: cfg.Seed}
 	start := time.Now()
-	defer func() { rec.Seconds = elapsed(start) }()
+	defer func() {
+		rec.Seconds = elapsed(start)
+		if rec.Plan == nil {
+			rec.Plan = []string{} // "plan": [] rather than null
+		}
+	}()
 	fail := func(err error) Record {
 		rec.FailureStage, rec.Error = StageError, err.Error()
 		return rec
@@ -83,7 +88,7 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 		g := explore.Compare(xr, ep.Task(), ep.State())
 		ready, grounded := xr.Ready, g.Correct
 		rec.Ready, rec.Grounded = &ready, &grounded
-		rec.ExploreSteps = len(xr.Steps)
+		rec.ExploreSteps, rec.ExploreStop = len(xr.Steps), xr.Stop
 		rec.ExploreSeconds = xr.Seconds
 		rec.add(xr.Usage, 0)
 		if !xr.Ready {
