@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +34,17 @@ func (e *modelEntry) decoderFor() (*decoder.Decoder, error) {
 // request's seconds budget is a deadline on the planner; when it (or
 // another budget) runs out the plan so far is returned with budgetOut set.
 // A cancelled ctx (client gone, shutdown) returns ctx's error.
-func (s *Server) runPlanner(ctx context.Context, job *planJob) (planOutcome, error) {
+func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome, err error) {
+	// A panic in a planner is an internal error of this request, answered
+	// as such even when a stream has started (the recover middleware can
+	// only answer requests whose headers are not sent yet).
+	defer func() {
+		if p := recover(); p != nil {
+			s.m.panics.Inc()
+			s.log.Error("panic in planner", "method", job.req.Method, "panic", p, "stack", string(debug.Stack()))
+			out, err = planOutcome{}, errorf(http.StatusInternalServerError, CodeInternal, "internal error in the %s planner: %v", job.req.Method, p)
+		}
+	}()
 	dec, err := job.model.decoderFor()
 	if err != nil {
 		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
@@ -44,7 +55,6 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (planOutcome, err
 	prompt := decoder.PromptOptions{Think: req.Think, Goal: job.goal}
 	bctx, cancel := context.WithTimeout(ctx, job.budget)
 	defer cancel()
-	var out planOutcome
 	switch req.Method {
 	case MethodGreedy, MethodCGreedy:
 		out, err = s.decode(bctx, dec, job, decoder.Request{Lexicon: job.lex, Prompt: prompt, Space: space})
