@@ -54,7 +54,10 @@ type genCall struct {
 	render   func(lm models.LM) ([]int32, [][]byte, error) // prompt tokens and images
 	send     func(st *ndjson, created time.Time, model, piece string)
 	finish   func(created time.Time, model string, res genResult, prompt []int32, m api.Metrics) any
-	loadTime time.Duration
+	// loadOnly: nothing to generate (an empty prompt or no messages), as
+	// Ollama's clients send to load a model; the answer is done at once
+	// with done_reason "load".
+	loadOnly bool
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +76,8 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	think := req.Think != nil && req.Think.Bool()
-	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts}
+	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts,
+		loadOnly: req.Prompt == "" && len(req.Images) == 0 && len(req.Context) == 0}
 	call.render = func(lm models.LM) ([]int32, [][]byte, error) {
 		var ctxToks []int32
 		for _, t := range req.Context {
@@ -139,17 +143,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(req.Messages) == 0 {
-		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "messages: at least one message is required"))
-		return
-	}
 	opts, err := parseGenOptions(req.Options, s.opts.MaxTokens)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	think := req.Think != nil && req.Think.Bool()
-	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts}
+	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts, loadOnly: len(req.Messages) == 0}
 	call.render = func(lm models.LM) ([]int32, [][]byte, error) {
 		var msgs []models.Message
 		for i, m := range req.Messages {
@@ -229,6 +229,12 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *g
 	}
 	defer done()
 	loadDur := time.Since(lstart)
+	if call.loadOnly {
+		final := call.finish(time.Now().UTC(), entry.name, genResult{reason: "load"}, nil,
+			api.Metrics{TotalDuration: time.Since(start), LoadDuration: loadDur})
+		writeJSON(w, http.StatusOK, final)
+		return
+	}
 	lm := entry.engine
 	prompt, images, err := call.render(lm)
 	if err != nil {

@@ -195,6 +195,23 @@ func TestOllamaClient(t *testing.T) {
 			t.Errorf("streamed %q, whole %q", pieces.String(), whole.Message.Content)
 		}
 	})
+	t.Run("load only", func(t *testing.T) {
+		// An empty prompt loads the model and answers at once, as Ollama does.
+		var got []api.GenerateResponse
+		if err := c.Generate(ctx, &api.GenerateRequest{Model: "tiny-llama"}, func(r api.GenerateResponse) error { got = append(got, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !got[0].Done || got[0].DoneReason != "load" || got[0].EvalCount != 0 {
+			t.Errorf("load-only answer %+v", got)
+		}
+		var chat []api.ChatResponse
+		if err := c.Chat(ctx, &api.ChatRequest{Model: ts.model}, func(r api.ChatResponse) error { chat = append(chat, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(chat) != 1 || !chat[0].Done || chat[0].DoneReason != "load" {
+			t.Errorf("load-only chat answer %+v", chat)
+		}
+	})
 	t.Run("errors", func(t *testing.T) {
 		err := c.Generate(ctx, &api.GenerateRequest{Model: "no-such-model", Prompt: "x"}, func(api.GenerateResponse) error { return nil })
 		var se api.StatusError
