@@ -48,12 +48,12 @@ func formatParams(n int64) string {
 
 // genCall is one plain-generation request, after its route's own parsing.
 type genCall struct {
-	model    string
-	stream   bool
-	opts     genOptions
-	render   func(lm models.LM) ([]int32, [][]byte, error) // prompt tokens and images
-	send     func(st *ndjson, created time.Time, model, piece string)
-	finish   func(created time.Time, model string, res genResult, prompt []int32, m api.Metrics) any
+	model  string
+	stream bool
+	opts   genOptions
+	render func(lm models.LM) ([]int32, [][]byte, error) // prompt tokens and images
+	send   func(st *ndjson, created time.Time, model, piece string)
+	finish func(created time.Time, model string, res genResult, prompt []int32, m api.Metrics) any
 	// loadOnly: nothing to generate (an empty prompt or no messages), as
 	// Ollama's clients send to load a model; the answer is done at once
 	// with done_reason "load".
