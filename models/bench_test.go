@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model"
@@ -91,8 +93,21 @@ const (
 	benchWidth  = 16  // forked sequences
 )
 
-func reportTokens(b *testing.B, tokens int) {
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportTokens reports throughput, and CPU time per token since cpu0 (the
+// figure to compare when other processes load the machine: wall time then
+// mostly measures waiting; with one thread no CPU time is spent spinning).
+func reportTokens(b *testing.B, tokens int, cpu0 time.Duration) {
 	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(tokens), "cpu-us/tok")
 }
 
 // BenchmarkPrefill: a 512-token prompt on a fresh sequence, warm.
@@ -102,6 +117,7 @@ func BenchmarkPrefill(b *testing.B) {
 	s, _ := e.NewSequence()
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: toks}}); err != nil {
 			b.Fatal(err)
@@ -112,7 +128,7 @@ func BenchmarkPrefill(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	reportTokens(b, b.N*benchPrompt)
+	reportTokens(b, b.N*benchPrompt, cpu0)
 }
 
 // BenchmarkDecode: one token at a time on one sequence after a 64-token
@@ -128,6 +144,7 @@ func BenchmarkDecode(b *testing.B) {
 	next := testTokens(2, 256, v)
 	i := 0
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: next[i : i+1]}}); err != nil {
 			b.Fatal(err)
@@ -141,7 +158,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	reportTokens(b, b.N)
+	reportTokens(b, b.N, cpu0)
 }
 
 // forkedSetup evaluates a 64-token prompt and forks it 16 times.
@@ -172,6 +189,7 @@ func BenchmarkForked16Batched(b *testing.B) {
 	reqs := make([]EvalRequest, len(seqs))
 	steps := 0
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		for i, s := range seqs {
 			reqs[i] = EvalRequest{Seq: s, Tokens: toks[i : i+1]}
@@ -190,7 +208,7 @@ func BenchmarkForked16Batched(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	reportTokens(b, b.N*len(seqs))
+	reportTokens(b, b.N*len(seqs), cpu0)
 }
 
 // BenchmarkForked16Single: the same step as 16 single-sequence Eval calls
@@ -201,6 +219,7 @@ func BenchmarkForked16Single(b *testing.B) {
 	ctx := context.Background()
 	steps := 0
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		for i, s := range seqs {
 			if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: toks[i : i+1]}}); err != nil {
@@ -218,7 +237,7 @@ func BenchmarkForked16Single(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	reportTokens(b, b.N*len(seqs))
+	reportTokens(b, b.N*len(seqs), cpu0)
 }
 
 // BenchmarkForked16Concurrent: 16 goroutines, one per forked sequence, each
@@ -229,6 +248,7 @@ func BenchmarkForked16Concurrent(b *testing.B) {
 	ctx := context.Background()
 	steps := 0
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		var wg sync.WaitGroup
 		for i, s := range seqs {
@@ -250,7 +270,7 @@ func BenchmarkForked16Concurrent(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	reportTokens(b, b.N*len(seqs))
+	reportTokens(b, b.N*len(seqs), cpu0)
 }
 
 // rawEngine drives Ollama's engine without the models API.
@@ -323,13 +343,14 @@ func BenchmarkRawPrefill(b *testing.B) {
 	r.prompt(b, 0, toks, 0) // warm
 	r.m.Config().Cache.Remove(0, 0, math.MaxInt32)
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		r.prompt(b, 0, toks, 0)
 		b.StopTimer()
 		r.m.Config().Cache.Remove(0, 0, math.MaxInt32)
 		b.StartTimer()
 	}
-	reportTokens(b, b.N*benchPrompt)
+	reportTokens(b, b.N*benchPrompt, cpu0)
 }
 
 func BenchmarkRawDecode(b *testing.B) {
@@ -338,6 +359,7 @@ func BenchmarkRawDecode(b *testing.B) {
 	next := testTokens(2, 256, 32000)
 	i := 0
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		r.step(b, next[i:i+1], []int32{int32(64 + i)}, []int{0}, []int32{0})
 		if i++; i == len(next) {
@@ -347,7 +369,7 @@ func BenchmarkRawDecode(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	reportTokens(b, b.N)
+	reportTokens(b, b.N, cpu0)
 }
 
 func BenchmarkRawForked16Batched(b *testing.B) {
@@ -363,6 +385,7 @@ func BenchmarkRawForked16Batched(b *testing.B) {
 	outs := make([]int32, benchWidth)
 	steps := 0
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		for i := range seqs {
 			pos[i], seqs[i], outs[i] = int32(64+steps), i+1, int32(i)
@@ -377,5 +400,42 @@ func BenchmarkRawForked16Batched(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	reportTokens(b, b.N*benchWidth)
+	reportTokens(b, b.N*benchWidth, cpu0)
+}
+
+// BenchmarkFirstStep: the first decode step after Load against later ones,
+// with the warm-up (graph reservation and a first pass at load) and
+// without it. Reports milliseconds and the first/steady ratio.
+func BenchmarkFirstStep(b *testing.B) {
+	for _, warm := range []bool{true, false} {
+		name := "warm"
+		if !warm {
+			name = "cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			var first, steady time.Duration
+			for b.Loop() {
+				e := benchEngine(b, Options{noWarmup: !warm})
+				s, _ := e.NewSequence()
+				toks := testTokens(9, 12, e.Info().VocabSize)
+				ctx := context.Background()
+				t0 := time.Now()
+				if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: toks[:1]}}); err != nil {
+					b.Fatal(err)
+				}
+				first += time.Since(t0)
+				t0 = time.Now()
+				for _, tok := range toks[1:] {
+					if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: []int32{tok}}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				steady += time.Since(t0) / time.Duration(len(toks)-1)
+				e.Close()
+			}
+			b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-ms")
+			b.ReportMetric(float64(steady.Microseconds())/1000/float64(b.N), "steady-ms")
+			b.ReportMetric(float64(first)/float64(steady), "first/steady")
+		})
+	}
 }

@@ -50,6 +50,8 @@ type Engine struct {
 	rr     int // round-robin offset for fair batching
 }
 
+var _ LM = (*Engine)(nil)
+
 // seqState is one sequence slot.
 type seqState struct {
 	inUse   bool
@@ -197,11 +199,13 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 			cache.Close()
 		}
 	}()
-	if err := e.reserve(); err != nil {
-		return nil, fmt.Errorf("models: %s: reserving the compute graph: %w", name, err)
-	}
-	if err := e.warmup(); err != nil {
-		return nil, fmt.Errorf("models: %s: warm-up: %w", name, err)
+	if !o.noWarmup {
+		if err := e.reserve(); err != nil {
+			return nil, fmt.Errorf("models: %s: reserving the compute graph: %w", name, err)
+		}
+		if err := e.warmup(); err != nil {
+			return nil, fmt.Errorf("models: %s: warm-up: %w", name, err)
+		}
 	}
 	log.Info("model loaded", "model", name, "arch", arch, "family", e.info.Family, "device", device,
 		"threads", o.Threads, "batch", o.BatchSize, "ctx", o.ContextLength, "cache_cells", e.stats.CacheCells,

@@ -50,6 +50,10 @@ type Options struct {
 	MergeWindow time.Duration
 	// Logger receives load and engine messages; nil means slog.Default().
 	Logger *slog.Logger
+
+	// noWarmup skips graph reservation and the warm-up pass (benchmarks
+	// measure what they save).
+	noWarmup bool
 }
 
 // resolved are Options with defaults applied, in engine terms.
