@@ -125,6 +125,9 @@ func TestOllamaClient(t *testing.T) {
 	c := api.NewClient(base, http.DefaultClient)
 	ctx := context.Background()
 
+	if err := c.Heartbeat(ctx); err != nil {
+		t.Errorf("Heartbeat (HEAD /): %v", err)
+	}
 	if v, err := c.Version(ctx); err != nil || v != ts.s.opts.Version {
 		t.Errorf("Version = %q, %v", v, err)
 	}
