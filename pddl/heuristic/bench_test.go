@@ -2,7 +2,9 @@ package heuristic_test
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
@@ -16,10 +18,22 @@ func benchStates(b *testing.B, task *pddl.Task, states []pddl.State, spec string
 	if err != nil {
 		b.Fatal(err)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		h.Eval(states[i%len(states)])
+	c0, ok := threadCPU()
+	n := 0
+	for ; b.Loop(); n++ {
+		h.Eval(states[n%len(states)])
+	}
+	reportCPU(b, c0, ok, n)
+}
+
+// reportCPU adds a "cpu-ns/op" metric: the benchmark thread's CPU time per
+// iteration since c0 (see threadCPU).
+func reportCPU(b *testing.B, c0 time.Duration, ok bool, n int) {
+	if c1, ok1 := threadCPU(); ok && ok1 && n > 0 {
+		b.ReportMetric(float64(c1-c0)/float64(n), "cpu-ns/op")
 	}
 }
 

@@ -3,6 +3,7 @@ package heuristic_test
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -185,11 +186,16 @@ func BenchmarkALFWorld(b *testing.B) {
 					all = append(all, pair{h, s})
 				}
 			}
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				p := all[i%len(all)]
+			c0, ok := threadCPU()
+			n := 0
+			for ; b.Loop(); n++ {
+				p := all[n%len(all)]
 				p.h.Eval(p.s)
 			}
+			reportCPU(b, c0, ok, n)
 		})
 	}
 }

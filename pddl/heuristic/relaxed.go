@@ -12,7 +12,8 @@ import (
 
 // relaxed is the delete relaxation of a pddl.Task in flat arrays (see the
 // package comment for the compilation). Fact ids 0..nTaskFacts-1 are the
-// task's facts; then come the auxiliary "applied(a)" facts, TRUE and GOAL.
+// task's facts; then come the complement facts not(f), the auxiliary
+// "applied(a)" facts, TRUE and GOAL.
 // It is read-only after compile and shared by every evaluation.
 type relaxed struct {
 	task       *pddl.Task
@@ -58,12 +59,6 @@ type relaxed struct {
 }
 
 func (r *relaxed) numOps() int { return len(r.cost) }
-
-// opPre returns the preconditions of operator o.
-func (r *relaxed) opPre(o int32) []int32 { return r.pre[r.preStart[o]:r.preStart[o+1]] }
-
-// opAdd returns the add effects of operator o.
-func (r *relaxed) opAdd(o int32) []int32 { return r.add[r.addStart[o]:r.addStart[o+1]] }
 
 // Symbolic fact ids used while building, remapped once the number of
 // auxiliary facts is known.
