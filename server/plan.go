@@ -306,6 +306,9 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return // the client is gone
 		}
+		if ae := asAPIError(err); ae.Status >= 500 && ae.Code != CodeShuttingDown {
+			s.log.Error("plan request failed", "method", req.Method, "model", entry.name, "code", ae.Code, "err", ae.Message)
+		}
 		if stream != nil {
 			stream.send(PlanEvent{Event: "error", Error: asAPIError(err)})
 			return

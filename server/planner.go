@@ -6,27 +6,29 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/trie"
 )
 
 // progressEvery is how often a streamed search reports its progress.
 const progressEvery = 500 * time.Millisecond
 
-// decoderFor returns the model's decoder (its vocabulary index is built
-// once per loaded model and shared by every request).
-func (e *modelEntry) decoderFor() (*decoder.Decoder, error) {
+// indexFor returns the model's vocabulary index for constrained decoding,
+// built once per loaded model and shared by every request.
+func (e *modelEntry) indexFor() (*trie.Index, error) {
 	e.once.Do(func() {
-		e.extra, e.exErr = decoder.New(e.engine, nil)
+		e.extra, e.exErr = decoder.NewIndex(e.engine)
 	})
 	if e.exErr != nil {
 		return nil, e.exErr
 	}
-	return e.extra.(*decoder.Decoder), nil
+	return e.extra.(*trie.Index), nil
 }
 
 // runPlanner runs the request's method on its model: greedy and cgreedy
@@ -45,7 +47,16 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 			out, err = planOutcome{}, errorf(http.StatusInternalServerError, CodeInternal, "internal error in the %s planner: %v", job.req.Method, p)
 		}
 	}()
-	dec, err := job.model.decoderFor()
+	idx, err := job.model.indexFor()
+	if err != nil {
+		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
+	}
+	// The request works on its own view of the engine: it counts the
+	// request's evaluations and holds at most its share of the sequence
+	// slots, so that a search evicts its own forks instead of taking the
+	// slots every other running request needs.
+	lm := newRequestLM(job.model.engine, s.opts.MaxConcurrent)
+	dec, err := decoder.New(lm, idx)
 	if err != nil {
 		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
 	}
@@ -59,7 +70,7 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 	case MethodGreedy, MethodCGreedy:
 		out, err = s.decode(bctx, dec, job, decoder.Request{Lexicon: job.lex, Prompt: prompt, Space: space})
 	default:
-		out, err = s.search(bctx, dec, job, space, prompt)
+		out, err = s.search(bctx, dec, lm, job, space, prompt)
 	}
 	if err != nil {
 		switch {
@@ -125,13 +136,12 @@ func (s *Server) decode(ctx context.Context, dec *decoder.Decoder, job *planJob,
 }
 
 // search runs mcts or cmcts.
-func (s *Server) search(ctx context.Context, dec *decoder.Decoder, job *planJob, space decoder.SpaceOptions, prompt decoder.PromptOptions) (planOutcome, error) {
+func (s *Server) search(ctx context.Context, dec *decoder.Decoder, lm *requestLM, job *planJob, space decoder.SpaceOptions, prompt decoder.PromptOptions) (planOutcome, error) {
 	req := job.req
 	sp, err := decoder.NewSpace(dec.Index(), job.lex, space)
 	if err != nil {
 		return planOutcome{}, err
 	}
-	lm := &countingLM{LM: job.model.engine}
 	p, err := decoder.BuildPrompt(lm, job.lex, prompt)
 	if err != nil {
 		return planOutcome{}, err
@@ -197,13 +207,57 @@ func (s *Server) search(ctx context.Context, dec *decoder.Decoder, job *planJob,
 	return out, err
 }
 
-// countingLM counts the evaluations of one request (for progress events).
-type countingLM struct {
+// requestLM is one request's view of a loaded model: it counts the
+// request's evaluations (for progress events) and limits the sequences the
+// request holds at once to its share of the engine's slots (slots divided
+// by the requests admitted at once, at least 2). Beyond the share,
+// NewSequence and Fork fail with models.ErrNoSequences, which the search
+// answers by evicting its own least recently used forks.
+type requestLM struct {
 	models.LM
 	evaluated, calls atomic.Int64
+	quota            int
+
+	mu   sync.Mutex // protects held
+	held map[models.SeqID]struct{}
 }
 
-func (c *countingLM) Eval(ctx context.Context, reqs []models.EvalRequest) ([]models.EvalResult, error) {
+func newRequestLM(lm models.LM, concurrent int) *requestLM {
+	quota := max(2, lm.Stats().SequenceSlots/max(concurrent, 1))
+	return &requestLM{LM: lm, quota: quota, held: map[models.SeqID]struct{}{}}
+}
+
+func (c *requestLM) take(alloc func() (models.SeqID, error)) (models.SeqID, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.held) >= c.quota {
+		return 0, fmt.Errorf("%w: the request holds its share of %d sequences", models.ErrNoSequences, c.quota)
+	}
+	id, err := alloc()
+	if err == nil {
+		c.held[id] = struct{}{}
+	}
+	return id, err
+}
+
+// NewSequence allocates a sequence within the request's share.
+func (c *requestLM) NewSequence() (models.SeqID, error) { return c.take(c.LM.NewSequence) }
+
+// Fork forks a sequence within the request's share.
+func (c *requestLM) Fork(src models.SeqID, n int) (models.SeqID, error) {
+	return c.take(func() (models.SeqID, error) { return c.LM.Fork(src, n) })
+}
+
+// Release frees a sequence of the request.
+func (c *requestLM) Release(seq models.SeqID) {
+	c.mu.Lock()
+	delete(c.held, seq)
+	c.mu.Unlock()
+	c.LM.Release(seq)
+}
+
+// Eval evaluates and counts.
+func (c *requestLM) Eval(ctx context.Context, reqs []models.EvalRequest) ([]models.EvalResult, error) {
 	res, err := c.LM.Eval(ctx, reqs)
 	if err == nil {
 		c.calls.Add(1)

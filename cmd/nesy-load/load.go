@@ -61,6 +61,7 @@ type report struct {
 	OK            int                `json:"ok"`
 	Errors        int                `json:"errors"`
 	ErrorKinds    map[string]int     `json:"error_kinds,omitempty"`
+	ErrorSamples  map[string]string  `json:"error_samples,omitempty"` // one message per kind
 	Invalid       int                `json:"invalid"` // 200 answers whose plan does not validate
 	Goal          int                `json:"goal_reached"`
 	Actions       int                `json:"actions"`
@@ -85,6 +86,9 @@ func (r report) String() string {
 		r.Seconds, r.Throughput, r.Latency["p50"], r.Latency["p90"], r.Latency["p99"], r.Latency["max"])
 	fmt.Fprintf(&b, "  %.0f evaluated tokens in %.0f forward passes (%.1f per pass), %.0f tokens/s",
 		r.Evaluated, r.Passes, r.TokensPerPass, r.TokensPerSec)
+	for k, m := range r.ErrorSamples {
+		fmt.Fprintf(&b, "\n  %s: %s", k, m)
+	}
 	return b.String()
 }
 
@@ -189,7 +193,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 		return report{}, err
 	}
 	rep := report{Batching: !cfg.noBatch, Method: cfg.method, Requests: cfg.requests, Concurrency: cfg.concurrency,
-		Slots: cfg.slots, ErrorKinds: map[string]int{}}
+		Slots: cfg.slots, ErrorKinds: map[string]int{}, ErrorSamples: map[string]string{}}
 	var mu sync.Mutex // protects rep and lat
 	var lat []float64
 	sem := make(chan struct{}, cfg.concurrency)
@@ -203,7 +207,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 			defer func() { <-sem }()
 			tk := cfg.workload[i%len(cfg.workload)]
 			t0 := time.Now()
-			res, kind := planOnce(ctx, client, base, cfg, tk, uint64(i+1))
+			res, kind, msg := planOnce(ctx, client, base, cfg, tk, uint64(i+1))
 			d := time.Since(t0).Seconds()
 			mu.Lock()
 			defer mu.Unlock()
@@ -211,6 +215,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 			if kind != "" {
 				rep.Errors++
 				rep.ErrorKinds[kind]++
+				rep.ErrorSamples[kind] = msg
 				return
 			}
 			rep.OK++
@@ -251,8 +256,9 @@ func pct(xs []float64, p float64) float64 {
 	return xs[max(0, min(k, len(xs)-1))]
 }
 
-// planOnce sends one plan request; kind is "" on success, else what failed.
-func planOnce(ctx context.Context, client *http.Client, base string, cfg config, tk task, seed uint64) (*server.PlanResponse, string) {
+// planOnce sends one plan request; kind is "" on success, else what failed
+// (with the error message).
+func planOnce(ctx context.Context, client *http.Client, base string, cfg config, tk task, seed uint64) (*server.PlanResponse, string, string) {
 	body := server.PlanRequest{Domain: tk.domain, Problem: tk.problem, Method: cfg.method, End: cfg.end,
 		MaxActions: cfg.maxActions, Simulations: cfg.simulations, Seconds: cfg.seconds,
 		Sampling: &server.SamplingParams{Temperature: cfg.temperature, Seed: seed}}
@@ -263,27 +269,28 @@ func planOnce(ctx context.Context, client *http.Client, base string, cfg config,
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, "timeout"
+			return nil, "timeout", err.Error()
 		}
-		return nil, "transport"
+		return nil, "transport", err.Error()
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, "read"
+		return nil, "read", err.Error()
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
-			Code string `json:"code"`
+			Code    string `json:"code"`
+			Message string `json:"error"`
 		}
 		json.Unmarshal(raw, &e)
-		return nil, fmt.Sprintf("%d %s", resp.StatusCode, e.Code)
+		return nil, fmt.Sprintf("%d %s", resp.StatusCode, e.Code), e.Message
 	}
 	var res server.PlanResponse
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, "bad json"
+		return nil, "bad json", err.Error()
 	}
-	return &res, ""
+	return &res, "", ""
 }
 
 // engineCounters scrapes the engine's evaluated tokens and forward passes.
