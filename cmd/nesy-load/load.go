@@ -62,7 +62,7 @@ type report struct {
 	Errors        int                `json:"errors"`
 	ErrorKinds    map[string]int     `json:"error_kinds,omitempty"`
 	ErrorSamples  map[string]string  `json:"error_samples,omitempty"` // one message per kind
-	Invalid       int                `json:"invalid"` // 200 answers whose plan does not validate
+	Invalid       int                `json:"invalid"`                 // 200 answers whose plan does not validate
 	Goal          int                `json:"goal_reached"`
 	Actions       int                `json:"actions"`
 	Seconds       float64            `json:"seconds"`
