@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// TestRequestLMShare: a request holds at most slots/concurrent sequences,
+// new or forked, and gets them back as it releases them; evaluations are
+// counted.
+func TestRequestLMShare(t *testing.T) {
+	path := testModel(t, t.TempDir(), "m", gguf.ArchQwen3)
+	e, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tt := range []struct{ concurrent, quota int }{{4, 3}, {1, 12}, {12, 2}, {100, 2}} {
+		lm := newRequestLM(e, tt.concurrent)
+		if lm.quota != tt.quota {
+			t.Fatalf("%d concurrent: quota %d, want %d", tt.concurrent, lm.quota, tt.quota)
+		}
+		root, err := lm.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lm.Eval(context.Background(), []models.EvalRequest{{Seq: root, Tokens: []int32{5, 6, 7}}}); err != nil {
+			t.Fatal(err)
+		}
+		held := []models.SeqID{root}
+		for len(held) < tt.quota {
+			s, err := lm.Fork(root, 3)
+			if err != nil {
+				t.Fatalf("fork %d of %d: %v", len(held), tt.quota, err)
+			}
+			held = append(held, s)
+		}
+		if _, err := lm.Fork(root, 3); !errors.Is(err, models.ErrNoSequences) {
+			t.Errorf("fork beyond the share: %v", err)
+		}
+		if _, err := lm.NewSequence(); !errors.Is(err, models.ErrNoSequences) {
+			t.Errorf("new sequence beyond the share: %v", err)
+		}
+		lm.Release(held[len(held)-1])
+		s, err := lm.NewSequence()
+		if err != nil {
+			t.Errorf("after a release: %v", err)
+		}
+		held[len(held)-1] = s
+		for _, s := range held {
+			lm.Release(s)
+		}
+		if lm.calls.Load() != 1 || lm.evaluated.Load() != 3 {
+			t.Errorf("counted %d calls, %d tokens", lm.calls.Load(), lm.evaluated.Load())
+		}
+		if n := e.Stats().SequencesInUse; n != 0 {
+			t.Errorf("%d sequences in use after releasing all", n)
+		}
+	}
+}
