@@ -19,11 +19,12 @@
 //     Options.IgnoreNegative (":noneg") drops negative literals instead:
 //     less informed, and on ALFWorld about 3-5x faster, because fewer
 //     operators are relevant;
-//   - each ground action becomes one relaxed operator with its positive
-//     precondition and its unconditional add effects; a conditional effect
-//     whose positive condition is already implied by the precondition (for
-//     example ALFWorld's "(when (not (isOn ?o)) (isOn ?o))", whose relaxed
-//     condition is empty) is merged into that operator;
+//   - each ground action becomes one relaxed operator with its precondition
+//     (positive facts and complements) and its unconditional add effects; a
+//     conditional effect whose condition is already implied by the
+//     precondition (or empty in the relaxation, as ALFWorld's
+//     "(when (not (isOn ?o)) (isOn ?o))" is under ":noneg") is merged into
+//     that operator;
 //   - an action with exactly one remaining conditional effect gets a second
 //     operator whose precondition also holds the effect's condition and whose
 //     adds are the unconditional and the conditional ones, at the action's
