@@ -238,3 +238,61 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightedAStarBound checks weighted A*'s guarantee: with an admissible
+// heuristic its plan costs at most Weight times the optimum.
+func TestWeightedAStarBound(t *testing.T) {
+	for _, task := range smallTasks() {
+		ss, err := heuristictest.Explore(task, false, 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ss.Dist[0] < 0 {
+			continue
+		}
+		for _, w := range []float64{1.5, 3} {
+			h, err := heuristic.New("lmcut", task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := search.Solve(context.Background(), task, search.Options{Algorithm: search.AStar, Heuristic: h, Weight: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost, err := replay(task, res.Plan, false)
+			if err != nil || res.Status != search.Solved {
+				t.Fatalf("%s w=%v: %v %v", task.ProblemName, w, res.Status, err)
+			}
+			if float64(cost) > w*float64(ss.Dist[0]) {
+				t.Errorf("%s w=%v: cost %d > %v * optimal %d", task.ProblemName, w, cost, w, ss.Dist[0])
+			}
+		}
+	}
+	if _, err := search.Solve(context.Background(), smallTasks()[0], search.Options{Algorithm: search.AStar, Weight: -1}); err == nil {
+		t.Error("negative weight accepted")
+	}
+}
+
+// TestPreferredOperators runs GBFS with helpful actions, with the FF
+// heuristic itself and with another heuristic (an FF is then built for the
+// helpful actions), and replays the plans.
+func TestPreferredOperators(t *testing.T) {
+	for _, task := range smallTasks() {
+		for _, spec := range []string{"ff", "goalcount"} {
+			h, err := heuristic.New(spec, task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := search.Solve(context.Background(), task, search.Options{Heuristic: h, PreferredOperators: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != search.Solved {
+				t.Fatalf("%s/%s: %v", task.ProblemName, spec, res.Status)
+			}
+			if _, err := replay(task, res.Plan, false); err != nil {
+				t.Fatalf("%s/%s: %v", task.ProblemName, spec, err)
+			}
+		}
+	}
+}
