@@ -79,18 +79,24 @@ func validates(t *testing.T, domain, problem string, planText string) int {
 
 func TestSolveCLI(t *testing.T) {
 	d, p := writeTask(t, "(and (on a b) (on b c))")
-	for _, c := range []struct{ search, heuristic string }{
-		{"gbfs", "ff"}, {"gbfs", "add"}, {"gbfs", "goalcount"}, {"astar", "lmcut"}, {"astar", "max"},
+	for _, c := range []struct {
+		search, heuristic string
+		extra             []string
+	}{
+		{"gbfs", "ff", nil}, {"gbfs", "add", nil}, {"gbfs", "goalcount", nil}, {"astar", "lmcut", nil}, {"astar", "max", nil},
+		{"gbfs", "ff:noneg", []string{"--preferred"}}, {"gbfs", "mix", []string{"--unit-cost", "--timeout", "1m"}},
+		{"astar", "ff", []string{"--weight", "2"}},
 	} {
-		out, errw, code := runNesy(t, "solve", "--domain", d, "--problem", p, "--search", c.search, "--heuristic", c.heuristic)
+		args := append([]string{"solve", "--domain", d, "--problem", p, "--search", c.search, "--heuristic", c.heuristic}, c.extra...)
+		out, errw, code := runNesy(t, args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", c, code, errw)
 		}
 		n := validates(t, d, p, out)
-		if c.search == "astar" && n != 4 { // pick-up b, stack b c, pick-up a, stack a b
+		if c.search == "astar" && c.extra == nil && n != 4 { // pick-up b, stack b c, pick-up a, stack a b
 			t.Errorf("%v: %d steps, want the optimal 4", c, n)
 		}
-		jout, _, code := runNesy(t, "solve", "--domain", d, "--problem", p, "--search", c.search, "--heuristic", c.heuristic, "--json")
+		jout, _, code := runNesy(t, append(args, "--json")...)
 		var res struct {
 			Solved   bool     `json:"solved"`
 			Plan     []string `json:"plan"`
