@@ -33,7 +33,7 @@ func newSolveCmd() *cobra.Command {
 	var (
 		domain, problem, alg, hname string
 		asJSON, unit, warnings, prf bool
-		maxExp                      int
+		maxExp, maxStates           int
 		weight                      float64
 		timeout                     time.Duration
 	)
@@ -114,7 +114,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			}
 			res.Heuristic = h.Name()
 			r, err := search.Solve(cmd.Context(), task, search.Options{
-				Algorithm: alg, Heuristic: h, MaxExpansions: maxExp, Timeout: timeout, UnitCost: unit, Weight: weight,
+				Algorithm: alg, Heuristic: h, MaxExpansions: maxExp, MaxStates: maxStates, Timeout: timeout, UnitCost: unit, Weight: weight,
 				PreferredOperators: prf,
 			})
 			if err != nil {
@@ -151,6 +151,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f.Float64Var(&weight, "weight", 1, "astar only: f = g + weight*h (weighted A*; plans within weight times optimal with an admissible heuristic)")
 	f.BoolVar(&prf, "preferred", false, "gbfs only: favour successors reached by FF's helpful actions (a boosted second open list)")
 	f.IntVar(&maxExp, "max-expansions", 0, "stop after this many expansions (0: no limit)")
+	f.IntVar(&maxStates, "max-states", 0, "stop once this many distinct states are stored, a memory bound (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")
 	f.BoolVar(&warnings, "warnings", false, "print warnings about tolerated oddities of the PDDL")
 	return cmd

@@ -43,6 +43,10 @@ type Options struct {
 	// MaxExpansions stops the search after this many expansions; 0 means no
 	// limit.
 	MaxExpansions int
+	// MaxStates stops the search once this many distinct states are stored
+	// (a memory bound: each costs about 8 bytes per 64 facts plus 40); 0
+	// means no limit.
+	MaxStates int
 	// Timeout stops the search after this long; 0 means no limit (the
 	// context's deadline still applies).
 	Timeout time.Duration
@@ -77,11 +81,13 @@ const (
 	ExpansionLimit
 	// TimeLimit: Options.Timeout passed.
 	TimeLimit
+	// StateLimit: Options.MaxStates distinct states were stored.
+	StateLimit
 	// Canceled: the context was canceled or its deadline passed.
 	Canceled
 )
 
-var statusNames = [...]string{"solved", "unsolvable", "expansion limit", "time limit", "canceled"}
+var statusNames = [...]string{"solved", "unsolvable", "expansion limit", "time limit", "state limit", "canceled"}
 
 // String returns a lower-case description, e.g. "solved".
 func (s Status) String() string {
@@ -123,8 +129,13 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 	if opts.Weight == 0 {
 		opts.Weight = 1
 	}
-	if opts.MaxExpansions < 0 {
-		return Result{}, fmt.Errorf("search: negative expansion limit %d", opts.MaxExpansions)
+	if opts.MaxExpansions < 0 || opts.MaxStates < 0 {
+		return Result{}, fmt.Errorf("search: negative limit (expansions %d, states %d)", opts.MaxExpansions, opts.MaxStates)
+	}
+	switch opts.Algorithm {
+	case "", GBFS, AStar:
+	default:
+		return Result{}, fmt.Errorf("search: unknown algorithm %q (want %s or %s)", opts.Algorithm, GBFS, AStar)
 	}
 	h := opts.Heuristic
 	if h == nil {
@@ -166,13 +177,10 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 		s.preferred = make([]bool, len(t.Actions))
 	}
 	var res Result
-	switch opts.Algorithm {
-	case "", GBFS:
-		res = s.gbfs()
-	case AStar:
+	if opts.Algorithm == AStar {
 		res = s.astar()
-	default:
-		return Result{}, fmt.Errorf("search: unknown algorithm %q (want %s or %s)", opts.Algorithm, GBFS, AStar)
+	} else {
+		res = s.gbfs()
 	}
 	res.Elapsed = time.Since(s.start)
 	return res, nil
@@ -209,6 +217,9 @@ func (s *searcher) stop() (Status, bool) {
 	}
 	if s.opts.MaxExpansions > 0 && s.res.Expanded >= s.opts.MaxExpansions {
 		return ExpansionLimit, true
+	}
+	if s.opts.MaxStates > 0 && s.nodes.len() >= s.opts.MaxStates {
+		return StateLimit, true
 	}
 	return 0, false
 }

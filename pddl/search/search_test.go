@@ -181,6 +181,7 @@ func TestLimitsAndCancel(t *testing.T) {
 		want search.Status
 	}{
 		{"expansions", context.Background(), search.Options{MaxExpansions: 3}, search.ExpansionLimit},
+		{"states", context.Background(), search.Options{MaxStates: 10}, search.StateLimit},
 		{"timeout", context.Background(), search.Options{Timeout: time.Nanosecond}, search.TimeLimit},
 		{"canceled", canceled, search.Options{}, search.Canceled},
 	} {
@@ -210,6 +211,7 @@ func TestBadOptions(t *testing.T) {
 		{"nil task", nil, search.Options{}},
 		{"algorithm", task, search.Options{Algorithm: "dfs"}},
 		{"limit", task, search.Options{MaxExpansions: -1}},
+		{"state limit", task, search.Options{MaxStates: -1}},
 	} {
 		if _, err := search.Solve(context.Background(), c.task, c.opts); err == nil {
 			t.Errorf("%s: no error", c.name)
