@@ -13,7 +13,9 @@ import (
 // default.
 type Options struct {
 	// Threads is the number of CPU threads ggml uses; 0 means
-	// runtime.NumCPU().
+	// runtime.NumCPU(). ggml's threads spin at barriers, so on a machine
+	// other processes load, fewer threads are faster; tests with the tiny
+	// generated models should use 1.
 	Threads int
 	// BatchSize is the most positions one forward pass computes (prompt
 	// chunks and merged requests share it); 0 means 512.
