@@ -29,7 +29,7 @@ func testModelSpec(tb testing.TB) gguf.Spec {
 	}
 	s := gguf.Default(gguf.ArchQwen3)
 	s.Tokenizer = tok
-	s.ContextLength = 4096
+	s.ContextLength = 8192
 	s.Seed = 7
 	return s
 }

@@ -16,6 +16,8 @@ const (
 	DefaultMaxActions  = 100
 	DefaultTime        = 60 * time.Second
 	DefaultVirtualLoss = 1
+	DefaultHelpful     = 0.5
+	DefaultValueScale  = 0.1
 )
 
 // Backup rules (Options.Backup).
@@ -75,8 +77,17 @@ type Options struct {
 	// by the smallest and largest values seen in the tree (MuZero).
 	Normalize string
 	// ValueScale is the heuristic difference worth 1 in Q under
-	// NormalizeUnit. 0 means 1.
+	// NormalizeUnit. 0 means DefaultValueScale (0.1: one unit of heuristic
+	// progress is worth 10, one lambda step 1).
 	ValueScale float64
+	// Helpful is the bonus, in heuristic units, of an action that FF's
+	// relaxed plan from the current state uses (a helpful action, or
+	// preferred operator) when a partial action is valued by its best
+	// completion: it leads the search across plateaus where no single
+	// action lowers h. 0 means DefaultHelpful; negative means none.
+	Helpful float64
+	// UnitHelpful computes helpful actions with unit action costs.
+	UnitHelpful bool
 	// Backup is BackupMax or BackupMean; "" means BackupMax.
 	Backup string
 	// NoLookahead values a node inside an action by the state before the
@@ -94,6 +105,13 @@ type Options struct {
 	// token's: no plan is lost, and the tree does not spend simulations on
 	// spelling one action in many tokenizations.
 	AllTokens bool
+	// KeepDuplicates keeps nodes at a (state, partial action text) that
+	// another node of the tree reached with a plan no longer: by default
+	// such a node ends its branch (the other one searches the same
+	// continuations), as a duplicate check does in best-first search.
+	// Different tokenizations of one text and different orders of
+	// independent actions are the usual sources.
+	KeepDuplicates bool
 	// NoCollapse gives every token its own node even where it is the only
 	// allowed token (forced chains are otherwise one edge: one node, one
 	// evaluation request holding all their tokens).
@@ -164,7 +182,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Normalize = NormalizeUnit
 	}
 	if o.ValueScale == 0 {
-		o.ValueScale = 1
+		o.ValueScale = DefaultValueScale
+	}
+	switch {
+	case o.Helpful == 0:
+		o.Helpful = DefaultHelpful
+	case o.Helpful < 0:
+		o.Helpful = 0
 	}
 	if o.Backup == "" {
 		o.Backup = BackupMax

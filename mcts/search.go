@@ -94,10 +94,16 @@ type searcher struct {
 	heur heuristic.Heuristic
 	rng  *rand.Rand
 
-	root    *node
-	vr      valueRange
-	masks   map[maskKey]*mask
-	hcache  map[string]float64
+	root   *node
+	vr     valueRange
+	masks  map[maskKey]*mask
+	seen   map[maskKey]int // shortest plan length reaching each (state, partial)
+	hcache map[string]float64
+	// ff gives helpful actions (nil when Options.Helpful is off); hcache2
+	// caches them by state.
+	ff      *heuristic.FF
+	hcache2 map[string]map[string]bool
+	actBuf  []int
 	set     trie.Set
 	idxBuf  []int32
 	holders []*node // nodes holding a sequence (root first, pinned)
@@ -120,6 +126,12 @@ type searcher struct {
 // against the task, with statistics. A budget running out is not an error;
 // a cancelled context returns the result so far with the context's error.
 func Search(ctx context.Context, lm models.LM, sp *decoder.Space, prompt []int32, opts Options) (*Result, error) {
+	return searchTree(ctx, lm, sp, prompt, opts, nil)
+}
+
+// searchTree is Search with a hook that sees the tree before it is released
+// (for tests).
+func searchTree(ctx context.Context, lm models.LM, sp *decoder.Space, prompt []int32, opts Options, hook func(*searcher)) (*Result, error) {
 	if lm == nil || sp == nil {
 		return nil, errors.New("mcts: Search needs a model and a Space")
 	}
@@ -139,17 +151,33 @@ func Search(ctx context.Context, lm models.LM, sp *decoder.Space, prompt []int32
 		rng:       rand.New(rand.NewPCG(o.Seed, 0x6d637473)),
 		vr:        newRange(),
 		masks:     make(map[maskKey]*mask),
+		seen:      make(map[maskKey]int),
 		hcache:    make(map[string]float64),
 		ctxLen:    lm.Info().ContextLength,
 		maxActs:   o.MaxActions,
 		bestValue: math.Inf(-1),
 		start:     time.Now(),
 	}
+	if o.Helpful > 0 {
+		spec := "ff"
+		if o.UnitHelpful {
+			spec = "ff:unit"
+		}
+		h, err := heuristic.New(spec, sp.Task())
+		if err != nil {
+			return nil, fmt.Errorf("mcts: helpful actions: %w", err)
+		}
+		s.ff = h.(*heuristic.FF)
+		s.hcache2 = make(map[string]map[string]bool)
+	}
 	if m := sp.Options().MaxActions; m > 0 && m < s.maxActs {
 		s.maxActs = m
 	}
 	defer s.releaseAll()
 	stop, err := s.run(prompt)
+	if hook != nil {
+		hook(s)
+	}
 	res := s.result(stop)
 	return res, err
 }
@@ -551,6 +579,8 @@ func (s *searcher) classify(n *node) {
 		n.kind = terminal
 	case c.AtBoundary() && n.parent != nil && !s.opts.AllowLoops && s.loops(n):
 		n.kind = dead
+	case !s.opts.KeepDuplicates && s.duplicate(c):
+		n.kind = dead
 	case s.opts.Exhaust && s.solution != nil && c.Len()+1 >= s.solution.cur.Len():
 		// Bound: this branch cannot give a shorter goal plan.
 		n.kind = dead
@@ -579,6 +609,18 @@ func (s *searcher) classify(n *node) {
 			s.bestOpen, s.bestValue = n, pv
 		}
 	}
+}
+
+// duplicate reports whether another node of the tree is at the same state
+// and partial action text with a plan no longer than c's (and records c's
+// position otherwise).
+func (s *searcher) duplicate(c decoder.Cursor) bool {
+	k := maskKey{c.Trie(), c.Node()}
+	if n, ok := s.seen[k]; ok && n <= c.Len() {
+		return true
+	}
+	s.seen[k] = c.Len()
+	return false
 }
 
 // loops reports whether n's state (n at a boundary) already occurs at an

@@ -162,43 +162,89 @@ func (s *searcher) evaluate(leaves []*node) ([][]float32, error) {
 	if len(batch) == 0 {
 		return nil, errors.New("mcts: no sequence slot free for any leaf (the engine's slots are held elsewhere)")
 	}
-	res, err := s.evalRetry(batch)
+	res, done, err := s.evalFit(batch)
 	if err != nil {
 		s.drop(batch)
 		return nil, err
 	}
 	for k, r := range batch {
+		if !done[k] {
+			// It did not fit in the cache beside the others: it waits.
+			s.lm.Release(r.seq)
+			r.leaf.phase = fresh
+			s.addVirtualLoss(r.leaf, -s.opts.VirtualLoss)
+			continue
+		}
 		rows[at[k]] = lastRow(res[k])
 		s.stats.EvaluatedTokens += int64(res[k].Positions)
 		s.stats.RecomputedTokens += int64(len(r.toks) - len(r.leaf.toks))
 		s.hold(r.leaf, r.seq)
 	}
-	s.leaves += len(batch)
-	s.calls++
-	s.stats.ModelCalls++
+	for _, d := range done {
+		if d {
+			s.leaves++
+		}
+	}
 	return rows, nil
 }
 
-// evalRetry runs one Eval for the batch; when the cache is full it evicts
-// holders and retries, and when nothing more can be evicted it fails.
-func (s *searcher) evalRetry(batch []request) ([]models.EvalResult, error) {
-	reqs := make([]models.EvalRequest, len(batch))
-	for i, r := range batch {
-		reqs[i] = models.EvalRequest{Seq: r.seq, Tokens: r.toks}
+// evalFit evaluates the batch. When the KV cache is full it evicts
+// holders and retries; when nothing more can be evicted it evaluates the
+// batch in halves, and a part that still does not fit is left out (done
+// false). It fails only when not even one leaf fits.
+func (s *searcher) evalFit(batch []request) ([]models.EvalResult, []bool, error) {
+	res := make([]models.EvalResult, len(batch))
+	done := make([]bool, len(batch))
+	var run func(lo, hi int) error
+	run = func(lo, hi int) error {
+		reqs := make([]models.EvalRequest, 0, hi-lo)
+		for _, r := range batch[lo:hi] {
+			reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: r.toks})
+		}
+		for {
+			before := s.lm.Stats()
+			out, err := s.lm.Eval(s.ctx, reqs)
+			if err == nil {
+				copy(res[lo:hi], out)
+				for i := lo; i < hi; i++ {
+					done[i] = true
+				}
+				s.calls++
+				s.stats.ModelCalls++
+				return nil
+			}
+			if !errors.Is(err, models.ErrCacheFull) {
+				return fmt.Errorf("mcts: evaluating %d leaves: %w", len(reqs), err)
+			}
+			// The passes that ran before the cache filled were computed and
+			// thrown away: count them (from the engine's totals, which
+			// other users of the engine may inflate meanwhile).
+			after := s.lm.Stats()
+			s.stats.EvaluatedTokens += after.EvaluatedTokens - before.EvaluatedTokens
+			s.stats.RecomputedTokens += after.EvaluatedTokens - before.EvaluatedTokens
+			s.stats.ModelCalls++
+			if !s.evictOne() {
+				if hi-lo == 1 {
+					return nil // left out
+				}
+				mid := (lo + hi) / 2
+				if err := run(lo, mid); err != nil {
+					return err
+				}
+				return run(mid, hi)
+			}
+			// A batch needs room for all its tokens: free a few more.
+			for i := 0; i < hi-lo && s.evictOne(); i++ {
+			}
+		}
 	}
-	for {
-		res, err := s.lm.Eval(s.ctx, reqs)
-		if err == nil {
-			return res, nil
-		}
-		if !errors.Is(err, models.ErrCacheFull) || !s.evictOne() {
-			return nil, fmt.Errorf("mcts: evaluating %d leaves: %w", len(reqs), err)
-		}
-		// Free more than one holder per retry: a batch needs room for all
-		// its tokens.
-		for i := 0; i < len(batch) && s.evictOne(); i++ {
-		}
+	if err := run(0, len(batch)); err != nil {
+		return nil, nil, err
 	}
+	if !slices.Contains(done, true) {
+		return nil, nil, fmt.Errorf("mcts: %w: not even one leaf fits beside the prompt (give the engine a larger CacheSize)", models.ErrCacheFull)
+	}
+	return res, done, nil
 }
 
 // drop releases the forks of a failed batch.

@@ -71,23 +71,49 @@ func (s *searcher) h(st pddl.State) float64 {
 }
 
 // hmin returns the best heuristic value among the successors by the
-// applicable actions whose text still starts with c's partial text.
+// applicable actions whose text still starts with c's partial text, less
+// the helpful-action bonus for actions FF's relaxed plan uses.
 func (s *searcher) hmin(c decoder.Cursor, m *mask) float64 {
 	if m.hminOK {
 		return m.hmin
 	}
 	at, st := c.Trie(), c.State()
+	helpful := s.helpful(st)
 	best := math.Inf(1)
 	s.idxBuf = at.Consistent(c.Node(), s.idxBuf[:0])
 	for _, i := range s.idxBuf {
-		a, ok := s.sp.Lexicon().Lookup(st, at.Action(int(i)))
+		text := at.Action(int(i))
+		a, ok := s.sp.Lexicon().Lookup(st, text)
 		if !ok {
 			continue
 		}
-		best = min(best, s.h(s.task.Apply(st, a)))
+		h := s.h(s.task.Apply(st, a))
+		if helpful[text] {
+			h -= s.opts.Helpful
+		}
+		best = min(best, h)
 	}
 	m.hmin, m.hminOK = best, true
 	return best
+}
+
+// helpful returns the texts of FF's helpful actions in st (the applicable
+// actions of its relaxed plan), cached by state; nil when the bonus is off.
+func (s *searcher) helpful(st pddl.State) map[string]bool {
+	if s.ff == nil {
+		return nil
+	}
+	k := st.Key()
+	if m, ok := s.hcache2[k]; ok {
+		return m
+	}
+	s.actBuf = s.ff.Helpful(st, s.actBuf[:0])
+	m := make(map[string]bool, len(s.actBuf))
+	for _, a := range s.actBuf {
+		m[s.sp.ActionText(a)] = true
+	}
+	s.hcache2[k] = m
+	return m
 }
 
 // staticValue returns the raw value of an open node at cursor c, and false

@@ -1,0 +1,101 @@
+// Package mcts is the batched token-level Monte Carlo tree search over
+// executable plan prefixes ("Neurosymbolic Embodied Agents", Albinhassan et
+// al., 2026): the language model's next-token distribution, masked to the
+// tokens that continue an applicable action, is the prior of a PUCB search
+// whose leaves are valued by a planning heuristic.
+//
+// # Entry point
+//
+//	sp, _ := decoder.NewSpace(decoder.NewIndex(lm), lex, decoder.SpaceOptions{})
+//	p, _ := decoder.BuildPrompt(lm, lex, decoder.PromptOptions{})
+//	res, err := mcts.Search(ctx, lm, sp, p.Tokens, mcts.Options{Time: 60 * time.Second})
+//	// res.Plan (task action ids), res.Lines ("(name a b)"), res.GoalReached,
+//	// res.Stats (simulations, evaluated tokens, model calls, ...)
+//
+// The constraint is decoder's: the same Space, Cursor, Allowed and Advance
+// the greedy decoder uses. Options' zero value is the default search (see
+// Options); Options.Unconstrained is the ablation without the constraint.
+// Every returned plan is re-validated against the task (Result.Validation).
+//
+// # The tree
+//
+// A node is a position in the plan: the symbolic state and the partial text
+// of the action being written (a decoder.Cursor), reached by one token (or a
+// collapsed chain of forced tokens, see below) from its parent, plus, while
+// it may still be forked, the model sequence holding the prompt and its path.
+// Its children are its allowed next tokens, the Width (16) with the highest
+// constrained prior p(v|s,u) (the softmax of the model's logits renormalised
+// over the allowed tokens). A child's edge may complete an action: the
+// Space applies it and the child is at the successor state.
+//
+// Selection descends by PUCB,
+//
+//	Q(n,v) + c * p(v|s,u) * sqrt(N(n)) / (1 + N(n,v)),
+//
+// with c = 2.5 (Options.C), or AlphaZero's growing
+// c(N) = log((1 + N + base)/base) + c when Options.Base is set (the paper's
+// base constant is 10; the constant form is the default). Options.Batch
+// leaves (16) are selected per iteration, each adding a virtual loss on its
+// path so the next selections look elsewhere, and evaluated in ONE
+// models.LM.Eval call: each leaf is a fork of its parent's sequence plus its
+// edge tokens. Their logits give the leaves' children and priors; their
+// values are backed up.
+//
+// # Values
+//
+// A plan that reaches the goal is worth R_G (Options.GoalReward) and, by
+// default, ends the search (Options.Exhaust keeps going and returns the
+// shortest). A plan that ended otherwise (end token at a non-goal state, the
+// action limit) is worth -h(s) - lambda*|plan|. An open node is valued
+// without rollouts: at an action boundary by -h(s) - lambda*|plan|, inside an
+// action by its best completion, -min_a h(s·a) - lambda*(|plan|+1) over the
+// applicable actions a whose text still starts with the partial text
+// (Options.NoLookahead turns this off). h is any heuristic of package
+// heuristic by name (Options.Heuristic: "ff", "lmcut", "goalcount",
+// "mix(0.5*ff+0.5*lmcut)", ...), cached per state. Options.Rollout adds
+// short constrained-greedy rollouts.
+//
+// Normalisation: Q is measured in heuristic units relative to the root,
+// Q = (V - V(root)) / ValueScale (NormalizeUnit, the default), so one action
+// of heuristic progress is worth as much as the whole exploration term
+// c * p at a fresh node; NormalizeRange maps values into [0, 1] by the
+// smallest and largest in the tree (MuZero). A child not yet visited has
+// Q = its own value (computed when it is created, no model call needed);
+// the backup is the maximum (Options.Backup; "mean" is AlphaZero's).
+//
+// Terminal children are resolved when created and never selected: a goal
+// is recorded (and stops the search); a dead end, a text that leaves every
+// action (unconstrained), or an action that returns to a state already on the
+// path (a loop; Options.AllowLoops keeps them) ends its branch. A node whose
+// children are all exhausted is exhausted itself; in the constrained search
+// it first gets its next Width allowed tokens, so every executable plan stays
+// reachable. The search stops at the first goal plan, at the budget
+// (Options.Time, Simulations, Tokens), when the tree is exhausted, or when
+// the context ends.
+//
+// # Tokens and the engine
+//
+// Where only one token is allowed, the chain of forced tokens is one edge
+// (one node, one evaluation request with all its tokens; Options.NoCollapse
+// turns this off). An allowed token is folded into the longest allowed
+// token that extends its text and leaves the same actions possible (its
+// prior added to it; Options.AllTokens turns this off), so the tree does not
+// split simulations over tokenizations of one action. Allowed-token sets and
+// the dominance between them are cached per (state, partial text) across the
+// tree.
+//
+// The engine has a fixed number of sequence slots (models.Options.Sequences;
+// give a search 64 or more) and a finite KV cache. Nodes release their
+// sequence once their children are all evaluated, and whole subtrees when
+// exhausted; when the engine still reports models.ErrNoSequences or
+// models.ErrCacheFull, the least recently used sequences (never the root's
+// prompt) are evicted, and leaves below them recompute the lost tokens from
+// the nearest ancestor that still holds a sequence. Recomputed tokens are
+// counted as evaluated tokens (and in Stats.RecomputedTokens).
+//
+// # Determinism
+//
+// Children of equal score are ordered by a shuffle seeded by Options.Seed;
+// everything else is deterministic, so the same model, seed and batch size
+// give the same search (and plan), budgets in time aside.
+package mcts
