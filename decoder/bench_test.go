@@ -2,7 +2,6 @@ package decoder
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -123,32 +122,85 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkConstraintStep measures one constrained step without a model
-// (Allowed, an argmax over the allowed tokens' logits, Advance) on ALFWorld
-// tasks with the real Qwen3 and Llama 2 vocabularies, following random
-// plans; states are cached as in a decode.
-func BenchmarkConstraintStep(b *testing.B) {
+// BenchmarkDecodePaired decodes with and without the constraint in turn
+// (alternating which goes first) from the same prompt, so that both modes
+// see the same machine load, and reports each mode's tokens per second of
+// decode time and the constrained mode's slowdown in percent (negative:
+// faster).
+func BenchmarkDecodePaired(b *testing.B) {
+	tokens := 32
+	if n, err := strconv.Atoi(os.Getenv("NESY_BENCH_TOKENS")); err == nil && n > 0 {
+		tokens = n
+	}
+	tt := datasetTasks(b, 1)[0] // an ALFWorld task
+	for _, name := range []string{"tiny-qwen3", "ref-llama", "mid-qwen3"} {
+		b.Run(name, func(b *testing.B) {
+			e := benchEngine(b, name)
+			d, err := New(e, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: SpaceOptions{EndPolicy: EndAtGoal}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sess.Close()
+			sess.TakePrefill()
+			var secs [2]float64
+			var toks [2]int
+			i := 0
+			for b.Loop() {
+				for k := range 2 {
+					constrained := (i+k)%2 == 1
+					res, err := sess.Decode(context.Background(), Options{Constrained: constrained, MaxTokens: tokens})
+					if err != nil {
+						b.Fatal(err)
+					}
+					secs[btoi(constrained)] += res.Seconds
+					toks[btoi(constrained)] += res.GeneratedTokens
+				}
+				i++
+			}
+			u, c := float64(toks[0])/secs[0], float64(toks[1])/secs[1]
+			b.ReportMetric(u, "u-tok/s")
+			b.ReportMetric(c, "c-tok/s")
+			b.ReportMetric((u/c-1)*100, "slowdown-%")
+		})
+	}
+}
+
+// BenchmarkStep measures the decoder's own work per token without a model,
+// given a logit row, on ALFWorld tasks with the real Qwen3 and Llama 2
+// vocabularies: constrained (Allowed, an argmax over the allowed tokens,
+// Advance, with state transitions and per-state tries cached as in a decode)
+// and unconstrained (an argmax over the whole vocabulary, the line parser).
+// It reports the thread's CPU time per step (cpu-ns/op) besides wall time,
+// and the slowest constrained step (max-us).
+func BenchmarkStep(b *testing.B) {
 	tasks := datasetTasks(b, 8)[:8] // ALFWorld
 	for _, family := range []string{"qwen3", "llama2"} {
-		b.Run(family, func(b *testing.B) {
-			idx := realIndex(b, family)
-			r := rand.New(rand.NewPCG(1, 2))
-			logits := make([]float32, idx.Size())
-			for i := range logits {
-				logits[i] = r.Float32()
+		idx := realIndex(b, family)
+		r := rand.New(rand.NewPCG(1, 2))
+		logits := make([]float32, idx.Size())
+		for i := range logits {
+			logits[i] = r.Float32()
+		}
+		spaces := make([]*Space, len(tasks))
+		for i, tt := range tasks {
+			var err error
+			if spaces[i], err = NewSpace(idx, tt.lex, SpaceOptions{MaxActions: 30}); err != nil {
+				b.Fatal(err)
 			}
-			spaces := make([]*Space, len(tasks))
-			for i, tt := range tasks {
-				var err error
-				if spaces[i], err = NewSpace(idx, tt.lex, SpaceOptions{MaxActions: 30}); err != nil {
-					b.Fatal(err)
-				}
-			}
+		}
+		b.Run(family+"/constrained", func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			var set trie.Set
 			sm := newSampler(Sampling{})
 			k := 0
 			cur, _ := spaces[0].Start()
 			var worst time.Duration
+			cpu0, _ := threadCPU()
 			for b.Loop() {
 				t0 := time.Now()
 				sp := spaces[k%len(spaces)]
@@ -168,8 +220,30 @@ func BenchmarkConstraintStep(b *testing.B) {
 					cur, _ = spaces[k%len(spaces)].Start()
 				}
 			}
+			reportCPU(b, cpu0)
 			b.ReportMetric(float64(worst.Microseconds()), "max-us")
-			_ = fmt.Sprint()
 		})
+		b.Run(family+"/unconstrained", func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			sm := newSampler(Sampling{})
+			lp := newLineParser(spaces[0], func(Event) {})
+			cpu0, _ := threadCPU()
+			for b.Loop() {
+				tok := int32(sm.pick(logits, nil))
+				lp.write(idx.Text(tok))
+				if len(lp.line) > 200 {
+					lp.line = lp.line[:0]
+				}
+			}
+			reportCPU(b, cpu0)
+		})
+	}
+}
+
+// reportCPU reports the calling thread's CPU time per op since cpu0.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	if cpu1, ok := threadCPU(); ok {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }

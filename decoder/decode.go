@@ -198,12 +198,11 @@ type Session struct {
 	seq    models.SeqID
 	logits []float32 // the prompt's last row
 
+	prefillSeconds float64
+
 	mu        sync.Mutex // protects prefilled and closed
 	prefilled bool       // the prefill's cost was reported by a decode
 	closed    bool
-	prefill   struct {
-		seconds float64
-	}
 }
 
 // Prepare builds the prompt and the constraint space of a request, and
@@ -241,7 +240,7 @@ func (d *Decoder) Prepare(ctx context.Context, req Request) (*Session, error) {
 		d.lm.Release(seq)
 		return nil, errors.New("decoder: the model returned no logits for the prompt")
 	}
-	s.prefill.seconds = time.Since(start).Seconds()
+	s.prefillSeconds = time.Since(start).Seconds()
 	return s, nil
 }
 
@@ -275,7 +274,7 @@ func (s *Session) TakePrefill() (evaluated, calls int, seconds float64) {
 		return 0, 0, 0
 	}
 	s.prefilled = true
-	return len(s.prompt.Tokens), 1, s.prefill.seconds
+	return len(s.prompt.Tokens), 1, s.prefillSeconds
 }
 
 // Close releases the prompt's sequence. It is safe to call more than once.

@@ -111,8 +111,9 @@ func btoi(b bool) int {
 func TestConstrainedPlansValidate(t *testing.T) {
 	perDataset, seeds, cases := 3, 2, constrainedCases
 	if fullRun() {
-		// Every task: greedy, and sampled with several seeds.
-		perDataset, seeds, cases = 0, 3, []decodeCase{constrainedCases[0], constrainedCases[3]}
+		// Every task, sampled with several seeds from one prompt (the
+		// prefill is the cost).
+		perDataset, seeds, cases = 0, 4, []decodeCase{constrainedCases[3]}
 	}
 	tasks := datasetTasks(t, perDataset)
 	total, goals, deadEnds := 0, 0, 0

@@ -74,16 +74,9 @@ func Messages(lex *lexicon.Bound, opts PromptOptions) []models.Message {
 		b.WriteString("- " + f + "\n")
 	}
 
-	b.WriteString("\nObjects: ")
-	names := make([]string, 0, len(task.Objects))
-	seen := map[string]bool{}
-	for _, o := range lexicon.InitObjects(task) {
-		if n := lex.Name(o); !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
+	if names := objectNames(lex); len(names) > 0 {
+		b.WriteString("\nObjects: " + strings.Join(names, ", ") + ".\n")
 	}
-	b.WriteString(strings.Join(names, ", ") + ".\n")
 
 	if opts.Observation != "" {
 		b.WriteString("\n" + strings.TrimSpace(opts.Observation) + "\n")
@@ -161,6 +154,59 @@ func actionForms(lex *lexicon.Bound) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// objectNames returns the display names of the objects the model may write:
+// those named in the text of some ground action (so types, constants and
+// objects a template leaves out are not listed), in natural order ("drawer
+// 2" before "drawer 10"), without duplicates.
+func objectNames(lex *lexicon.Bound) []string {
+	task := lex.Task()
+	seen := map[string]bool{}
+	var out []string
+	for a := range task.Actions {
+		text := lex.Text(a)
+		for _, o := range task.Actions[a].Args {
+			if n := lex.Name(o); !seen[n] && strings.Contains(text, n) {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
+	return out
+}
+
+// naturalLess orders strings with digit runs compared as numbers.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// digits returns the length of the run of ASCII digits s starts with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // stateLines describes state s in the lexicon's fact sentences (or "pred a

@@ -68,16 +68,13 @@ func (sm *sampler) pick(logits []float32, ids []int32) int {
 	if n == 0 {
 		return -1
 	}
-	at := func(i int) float32 {
-		if ids == nil {
-			return logits[i]
-		}
-		return logits[ids[i]]
-	}
 	if sm.s.Greedy() {
-		best, bv := 0, at(0)
-		for i := 1; i < n; i++ {
-			if v := at(i); v > bv || (bv != bv && v == v) { // NaN never wins
+		if ids == nil {
+			return argmax(logits)
+		}
+		best, bv := 0, float32(math.Inf(-1))
+		for i, id := range ids {
+			if v := logits[id]; v > bv {
 				best, bv = i, v
 			}
 		}
@@ -134,6 +131,18 @@ func (sm *sampler) pick(logits []float32, ids []int32) int {
 		u -= x.l
 	}
 	return int(c[len(c)-1].id)
+}
+
+// argmax returns the index of the largest logit (the first of equal ones;
+// NaN never wins; 0 when every logit is NaN or -Inf).
+func argmax(logits []float32) int {
+	best, bv := 0, float32(math.Inf(-1))
+	for i, v := range logits {
+		if v > bv {
+			best, bv = i, v
+		}
+	}
+	return best
 }
 
 // topK moves the k candidates with the largest l to the front (in their
