@@ -20,6 +20,13 @@ const (
 	DefaultValueScale  = 0.1
 )
 
+// SuggestedSequences is the number of engine sequence slots
+// (models.Options.Sequences) a search works well with: enough to keep the
+// sequences of recently evaluated nodes for their children's forks at the
+// default batch of 16. With fewer the search still runs, evicting and
+// recomputing more.
+const SuggestedSequences = 128
+
 // Backup rules (Options.Backup).
 const (
 	// BackupMax sets Q(n, v) to the best value found below v: the right

@@ -51,36 +51,49 @@ type Result struct {
 // Stats count a search's work.
 type Stats struct {
 	// Simulations is the number of leaves selected, evaluated and backed up.
-	Simulations int
+	Simulations int `json:"simulations"`
 	// Expanded is the number of nodes evaluated by the model (the root
 	// included); Nodes the number created; Terminals those created as
-	// terminal (goal, end, dead end, loop, invalid); Widened the nodes
-	// that got children beyond Width after the first ones were exhausted.
-	Expanded, Nodes, Terminals, Widened int
+	// terminal (goal, end, dead end, loop, duplicate, invalid); Widened the
+	// nodes that got children beyond Width after the first ones were
+	// exhausted.
+	Expanded  int `json:"expanded"`
+	Nodes     int `json:"nodes"`
+	Terminals int `json:"terminals"`
+	Widened   int `json:"widened"`
 	// Collisions counts selections that reached a leaf already pending in
 	// the batch (wasted).
-	Collisions int
+	Collisions int `json:"collisions"`
 	// PromptTokens is the prompt's length; EvaluatedTokens every position
 	// the search's forward passes computed (prompt, tree tokens,
-	// recomputation after evictions, rollouts); RecomputedTokens the part
-	// recomputed because a sequence had been evicted; ModelCalls the Eval
-	// calls made (each one or more forward passes of the merged batch).
-	PromptTokens, EvaluatedTokens, RecomputedTokens, ModelCalls int64
-	// Forks and Evictions count sequences forked and evicted for lack of
+	// recomputation after evictions, rollouts, passes lost to a full
+	// cache); RecomputedTokens the part recomputed because a sequence had
+	// been evicted or a pass was lost; ModelCalls the Eval calls made (each
+	// one or more forward passes of the merged batch).
+	PromptTokens     int64 `json:"prompt_tokens"`
+	EvaluatedTokens  int64 `json:"evaluated_tokens"`
+	RecomputedTokens int64 `json:"recomputed_tokens"`
+	ModelCalls       int64 `json:"model_calls"`
+	// Forks and Evictions count sequences forked, and evicted for lack of
 	// sequence slots or cache cells.
-	Forks, Evictions int
+	Forks     int `json:"forks"`
+	Evictions int `json:"evictions"`
 	// MaxDepth is the deepest node in tokens below the root; MaxActions the
 	// longest plan prefix in the tree.
-	MaxDepth, MaxActions int
+	MaxDepth   int `json:"max_depth"`
+	MaxActions int `json:"max_actions"`
 	// BatchOccupancy is the mean number of leaves per model call over
 	// Options.Batch (1 = every call full).
-	BatchOccupancy float64
+	BatchOccupancy float64 `json:"batch_occupancy"`
 	// HeuristicEvals counts heuristic evaluations (cached by state);
 	// MaskHits and MaskMisses the allowed-token cache.
-	HeuristicEvals, MaskHits, MaskMisses int
+	HeuristicEvals int `json:"heuristic_evals"`
+	MaskHits       int `json:"mask_hits"`
+	MaskMisses     int `json:"mask_misses"`
 	// FirstGoal is when the first plan reaching the goal was found (0 when
-	// none); Elapsed the whole search.
-	FirstGoal, Elapsed time.Duration
+	// none); Elapsed the whole search. JSON gives nanoseconds.
+	FirstGoal time.Duration `json:"first_goal_ns"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
 }
 
 // searcher is one search's state. It is used by one goroutine.

@@ -191,9 +191,11 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// ggml's backend logs through the default logger while loading.
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(logger)
-	lm, err := models.Load(ctx, f.model, models.Options{
-		Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, Logger: logger,
-	})
+	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, Logger: logger}
+	if f.method == methodMCTS || f.method == methodCMCTS {
+		mopts.Sequences = mcts.SuggestedSequences
+	}
+	lm, err := models.Load(ctx, f.model, mopts)
 	if err != nil {
 		return inputError(fmt.Errorf("loading the model: %w", err))
 	}

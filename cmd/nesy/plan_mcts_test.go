@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// TestPlanCLIMCTS runs nesy plan --method cmcts and mcts on real tasks with
+// a random-weight model (real Qwen3 vocabulary): every plan printed
+// validates with nesy validate, with the verdict the JSON gives; cmcts
+// reaches the goal; a fixed seed gives the same plan twice.
+func TestPlanCLIMCTS(t *testing.T) {
+	ds := testenv.Datasets(t)
+	dir := t.TempDir()
+	tok, err := gguf.FromHF(testenv.Tokenizer(t, "qwen3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := gguf.Default(gguf.ArchQwen3)
+	spec.Tokenizer = tok
+	model := filepath.Join(dir, "q.gguf")
+	if err := gguf.Write(model, spec); err != nil {
+		t.Fatal(err)
+	}
+	bwD := filepath.Join(ds, "planbench-blocksworld/domain.pddl")
+	bwP := filepath.Join(ds, "planbench-blocksworld/instances/instance-10.pddl")
+	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/*/*/game.tw-pddl"))
+	if len(games) == 0 {
+		t.Fatal("no ALFWorld games")
+	}
+	common := []string{"plan", "--model", model, "--threads", "1", "--json", "--seed", "3"}
+	tests := []struct {
+		name   string
+		args   []string
+		goal   bool // must reach the goal
+		domain string
+		prob   string
+	}{
+		{"cmcts planbench", []string{"--method", "cmcts", "--domain", bwD, "--problem", bwP, "--simulations", "3000"}, true, bwD, bwP},
+		{"cmcts planbench timed", []string{"--method", "cmcts", "--domain", bwD, "--problem", bwP, "--seconds", "120"}, true, bwD, bwP},
+		{"cmcts alfworld", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000"}, true, "", games[5]},
+		{"mcts unconstrained", []string{"--method", "mcts", "--domain", bwD, "--problem", bwP, "--simulations", "30"}, false, bwD, bwP},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var plans [][]string
+			for run := 0; run < 2; run++ {
+				out, stderr, code := runPlanCLI(t, append(slices.Clone(common), tc.args...)...)
+				var res planJSON
+				if err := json.Unmarshal([]byte(out), &res); err != nil {
+					t.Fatalf("output is not JSON: %v\n%s\n%s", err, out, stderr)
+				}
+				if tc.goal && !res.GoalReached {
+					t.Fatalf("no plan reaching the goal: %s\n%s", out, stderr)
+				}
+				if (code == 0) != (res.Valid && res.GoalReached) || !res.Valid {
+					t.Fatalf("exit %d, valid %v, goal %v\n%s", code, res.Valid, res.GoalReached, out)
+				}
+				// (The unconstrained search may end at once: a random model's
+				// top tokens at the root are rarely plan text.)
+				if res.Search == nil || (tc.goal && res.Search.Simulations == 0) || res.EvaluatedTokens < int64(res.PromptTokens) {
+					t.Fatalf("accounting: %s", out)
+				}
+				plan := filepath.Join(dir, "plan.txt")
+				if err := os.WriteFile(plan, []byte(strings.Join(res.Plan, "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				vargs := []string{"validate", "--problem", tc.prob, "--plan", plan, "--json"}
+				if tc.domain != "" {
+					vargs = append(vargs, "--domain", tc.domain)
+				}
+				vout, _, vcode := runPlanCLI(t, vargs...)
+				var v struct {
+					Valid       bool `json:"valid"`
+					GoalReached bool `json:"goal_reached"`
+					Steps       int  `json:"steps"`
+				}
+				if err := json.Unmarshal([]byte(vout), &v); err != nil {
+					t.Fatalf("validate output: %v\n%s", err, vout)
+				}
+				if !v.Valid || v.Steps != len(res.Plan) || v.GoalReached != res.GoalReached || (vcode == 0) != res.GoalReached {
+					t.Fatalf("nesy validate says valid %v goal %v (%d steps, exit %d) for %v", v.Valid, v.GoalReached, v.Steps, vcode, res.Plan)
+				}
+				plans = append(plans, res.Plan)
+				if strings.Contains(tc.name, "timed") {
+					break // a time budget is not reproducible
+				}
+			}
+			if len(plans) == 2 && !slices.Equal(plans[0], plans[1]) {
+				t.Errorf("same seed, different plans:\n%v\n%v", plans[0], plans[1])
+			}
+		})
+	}
+}
