@@ -6,7 +6,8 @@
 //
 // # Entry point
 //
-//	sp, _ := decoder.NewSpace(decoder.NewIndex(lm), lex, decoder.SpaceOptions{})
+//	idx, _ := decoder.NewIndex(lm) // once per model (lm: a models.LM with SuggestedSequences slots)
+//	sp, _ := decoder.NewSpace(idx, lex, decoder.SpaceOptions{StopAtGoal: true})
 //	p, _ := decoder.BuildPrompt(lm, lex, decoder.PromptOptions{})
 //	res, err := mcts.Search(ctx, lm, sp, p.Tokens, mcts.Options{Time: 60 * time.Second})
 //	// res.Plan (task action ids), res.Lines ("(name a b)"), res.GoalReached,
@@ -55,23 +56,41 @@
 // "mix(0.5*ff+0.5*lmcut)", ...), cached per state. Options.Rollout adds
 // short constrained-greedy rollouts.
 //
+// Helpful actions: inside an action, an action that FF's relaxed plan from
+// the current state uses gets a bonus (Options.Helpful, 0.5 heuristic units)
+// in that best-completion value. With a prior that knows nothing (a
+// random-weight model) this is what carries the search across plateaus,
+// where no single action lowers h (ALFWorld's take-then-go before heat or
+// clean).
+//
 // Normalisation: Q is measured in heuristic units relative to the root,
-// Q = (V - V(root)) / ValueScale (NormalizeUnit, the default), so one action
-// of heuristic progress is worth as much as the whole exploration term
-// c * p at a fresh node; NormalizeRange maps values into [0, 1] by the
-// smallest and largest in the tree (MuZero). A child not yet visited has
-// Q = its own value (computed when it is created, no model call needed);
-// the backup is the maximum (Options.Backup; "mean" is AlphaZero's).
+// Q = (V - V(root)) / ValueScale (NormalizeUnit, the default), with
+// ValueScale 0.1: one unit of heuristic progress is worth 10 in Q and one
+// action's length penalty (lambda = 0.1) is worth 1, while the exploration
+// term c * p * sqrt(N) / (1 + N(n,v)) is at most c * p = 2.5 * p at a fresh
+// node and reaches 10 only after N = (4/p)^2 visits. So the heuristic
+// decides where it sees a difference, and the model's prior orders what it
+// does not; both are on a scale where neither drowns the other for the
+// first hundreds of visits of a node. NormalizeRange instead maps values
+// into [0, 1] by the smallest and largest in the tree (MuZero), under which
+// a one-unit heuristic difference is a small fraction of the prior term.
+// A child not yet visited has Q = its own value (computed when it is
+// created, no model call needed); the backup is the maximum
+// (Options.Backup; "mean" is AlphaZero's), the right statistic for
+// deterministic transitions.
 //
 // Terminal children are resolved when created and never selected: a goal
 // is recorded (and stops the search); a dead end, a text that leaves every
-// action (unconstrained), or an action that returns to a state already on the
-// path (a loop; Options.AllowLoops keeps them) ends its branch. A node whose
-// children are all exhausted is exhausted itself; in the constrained search
-// it first gets its next Width allowed tokens, so every executable plan stays
-// reachable. The search stops at the first goal plan, at the budget
-// (Options.Time, Simulations, Tokens), when the tree is exhausted, or when
-// the context ends.
+// action (unconstrained), an action that returns to a state already on the
+// path (a loop; Options.AllowLoops keeps them), or a node at the same state
+// and partial text as another node of the tree with a plan no longer (a
+// duplicate, typically another tokenization of the same text or another
+// order of independent actions; Options.KeepDuplicates keeps them) ends its
+// branch. A node whose children are all exhausted is exhausted itself; in
+// the constrained search it first gets its next Width allowed tokens, so
+// every executable plan stays reachable. The search stops at the first goal
+// plan, at the budget (Options.Time, Simulations, Tokens), when the tree is
+// exhausted, or when the context ends.
 //
 // # Tokens and the engine
 //
@@ -85,7 +104,7 @@
 // tree.
 //
 // The engine has a fixed number of sequence slots (models.Options.Sequences;
-// give a search 64 or more) and a finite KV cache. Nodes release their
+// SuggestedSequences is a good number) and a finite KV cache. Nodes release their
 // sequence once their children are all evaluated, and whole subtrees when
 // exhausted; when the engine still reports models.ErrNoSequences or
 // models.ErrCacheFull, the least recently used sequences (never the root's

@@ -247,11 +247,8 @@ func (s *searcher) run(prompt []int32) (string, error) {
 		}
 		leaves := s.selectBatch()
 		if len(leaves) == 0 {
-			if s.root.exhausted {
-				return StopExhausted, nil
-			}
-			// Everything selectable is pending: cannot happen between
-			// batches, but never spin.
+			// Only when the root is exhausted: between batches no leaf is
+			// pending, so a selection always ends at a fresh one.
 			return StopExhausted, nil
 		}
 		rows, err := s.evaluate(leaves)
