@@ -23,13 +23,17 @@ const (
 	StageGrounding = "grounding"
 	// StageGoal: every step executed, the goal was not reached.
 	StageGoal = "goal_not_reached"
+	// StageUnsolvable: the goal cannot be reached from the task's true
+	// initial state (a dead end of the delete relaxation proves it), so no
+	// method could succeed; it takes precedence over the other stages.
+	StageUnsolvable = "unsolvable"
 	// StageError: the run of the task failed (model error, context too
 	// small, ...); Record.Error says why.
 	StageError = "error"
 )
 
 // Stages lists the failure stages in report order.
-var Stages = []string{StageExploration, StageGrounding, StageGoal, StageError}
+var Stages = []string{StageExploration, StageGrounding, StageGoal, StageUnsolvable, StageError}
 
 // Record is one task's outcome: a line of tasks.jsonl.
 type Record struct {
@@ -60,6 +64,8 @@ type Record struct {
 	// estimate was correct on the goal's objects (see explore.Compare).
 	Ready    *bool `json:"ready,omitempty"`
 	Grounded *bool `json:"grounded,omitempty"`
+	// Unsolvable: the goal is unreachable from the true initial state.
+	Unsolvable bool `json:"unsolvable,omitempty"`
 	// Token accounting over both phases (see explore.Usage and the
 	// decoder's and search's results).
 	PromptTokens    int `json:"prompt_tokens"`

@@ -49,6 +49,10 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 	fmt.Fprintf(&b, "\nSuccess rate %.1f%%, task-cluster bootstrap 95%% interval [%.1f, %.1f]. "+
 		"Plans the environment carried out in full: %d/%d.\n",
 		100*s.SuccessRate, 100*s.SuccessCI95[0], 100*s.SuccessCI95[1], s.PlanValid, s.Tasks)
+	if s.Unsolvable > 0 {
+		fmt.Fprintf(&b, "\n%d of the tasks cannot be solved from their true initial state (the goal is a dead end of the "+
+			"delete relaxation); success on the %d others: %.1f%%.\n", s.Unsolvable, s.Tasks-s.Unsolvable, 100*s.SolvableRate)
+	}
 	if s.Explored > 0 {
 		fmt.Fprintf(&b, "\nPhase I: exploration grounded the goal in %d/%d tasks, correctly (estimate right on the goal's "+
 			"objects and its plan working in the true state) in %d/%d; %.1f exploration steps per task on average.\n",
@@ -126,6 +130,8 @@ func stageTitle(st string) string {
 		return "grounding / semantics"
 	case StageGoal:
 		return "goal not reached"
+	case StageUnsolvable:
+		return "unsolvable task"
 	case StageError:
 		return "error"
 	}

@@ -356,6 +356,7 @@ func TestWriteReport(t *testing.T) {
 		{RunInfo{Env: "virtualhome", Method: "greedy", Mode: ModeTrueState, Model: "m"}, []Record{
 			{Task: "1_1", Type: "Wash", Cluster: "Wash", Success: false, FailureStage: StageGrounding, Reason: "r", Seconds: 1},
 			{Task: "2_1", Type: "Wash", Cluster: "Wash", Success: false, FailureStage: StageError, Error: "boom", Seconds: 1},
+			{Task: "3_1", Type: "Mail", Cluster: "Mail", Success: false, FailureStage: StageUnsolvable, Unsolvable: true, Reason: "r", Seconds: 1},
 		}},
 	}
 	var dirs []string
@@ -408,7 +409,7 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	table, _ := os.ReadFile(filepath.Join(out, ReportFile))
-	for _, want := range []string{"| Method | ALFWorld | VirtualHome |", "| greedy (true-state) | – | 0.0 (0/2) |", "| cmcts (two-phase) | 50.0 (2/4) | – |"} {
+	for _, want := range []string{"| Method | ALFWorld | VirtualHome |", "| greedy (true-state) | – | 0.0 (0/3) |", "| cmcts (two-phase) | 50.0 (2/4) | – |"} {
 		if !strings.Contains(string(table), want) {
 			t.Errorf("combined report lacks %q:\n%s", want, table)
 		}
@@ -418,8 +419,13 @@ func TestWriteReport(t *testing.T) {
 	}
 	checkSVG(t, filepath.Join(out, SuccessPlot), "success per method", "VirtualHome")
 	report2, _ := os.ReadFile(filepath.Join(dirs[1], ReportFile))
-	if !strings.Contains(string(report2), "`2_1`: boom") {
-		t.Errorf("errors not listed:\n%s", report2)
+	for _, want := range []string{"`2_1`: boom", "1 of the tasks cannot be solved", "| unsolvable task | 1 | 33.3% |"} {
+		if !strings.Contains(string(report2), want) {
+			t.Errorf("report lacks %q:\n%s", want, report2)
+		}
+	}
+	if s2 := sums[1]; s2.Unsolvable != 1 || s2.SolvableRate != 0 || s2.Failures[StageUnsolvable] != 1 {
+		t.Errorf("summary of the second run: %+v", s2)
 	}
 }
 
@@ -439,6 +445,34 @@ func checkSVG(t *testing.T, path string, texts ...string) {
 	for _, s := range texts {
 		if !strings.Contains(string(data), s) {
 			t.Errorf("%s lacks %q", path, s)
+		}
+	}
+}
+
+// A task whose goal no plan reaches is attributed to the task, whatever
+// the method did.
+func TestUnsolvableTasks(t *testing.T) {
+	env := openEnv(t, "virtualhome")
+	for _, mode := range Modes {
+		cfg := small(t, env, MethodCGreedy, mode)
+		cfg.Suite = "562_1" // Wash_hands; no gold plan, and none exists
+		if _, err := Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := ReadRecords(filepath.Join(cfg.Out, TasksFile))
+		if err != nil || len(recs) != 1 {
+			t.Fatal(recs, err)
+		}
+		if r := recs[0]; !r.Unsolvable || r.Success || r.FailureStage != StageUnsolvable {
+			t.Fatalf("%s: unsolvable %v success %v stage %q", mode, r.Unsolvable, r.Success, r.FailureStage)
+		}
+		// A solvable task is not flagged.
+		cfg = small(t, env, MethodCGreedy, mode)
+		if _, err := Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		if recs, _ := ReadRecords(filepath.Join(cfg.Out, TasksFile)); recs[0].Unsolvable {
+			t.Fatalf("%s: %s flagged unsolvable", mode, recs[0].Task)
 		}
 	}
 }

@@ -32,6 +32,10 @@ type Summary struct {
 	Explored int `json:"explored,omitempty"`
 	Ready    int `json:"ready,omitempty"`
 	Grounded int `json:"grounded,omitempty"`
+	// Unsolvable counts the tasks whose goal is unreachable from the true
+	// initial state; SolvableRate is the success rate over the others.
+	Unsolvable   int     `json:"unsolvable"`
+	SolvableRate float64 `json:"solvable_success_rate"`
 	// Failures counts failed tasks by stage (Stages).
 	Failures map[string]int `json:"failures"`
 	// Types breaks success down by task type.
@@ -97,6 +101,9 @@ func Summarize(info RunInfo, recs []Record) *Summary {
 		if r.PlanValid {
 			s.PlanValid++
 		}
+		if r.Unsolvable {
+			s.Unsolvable++
+		}
 		if r.Ready != nil {
 			s.Explored++
 			if *r.Ready {
@@ -138,6 +145,9 @@ func Summarize(info RunInfo, recs []Record) *Summary {
 	if s.Tasks > 0 {
 		s.SuccessRate = float64(s.Successes) / float64(s.Tasks)
 		s.PlanValidRate = float64(s.PlanValid) / float64(s.Tasks)
+	}
+	if n := s.Tasks - s.Unsolvable; n > 0 {
+		s.SolvableRate = float64(s.Successes) / float64(n)
 	}
 	cs := make([]Cluster, len(order))
 	for i, k := range order {

@@ -17,6 +17,7 @@ import (
 	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
 )
 
 // runner runs the tasks of one Config.
@@ -63,6 +64,10 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 		if rec.Plan == nil {
 			rec.Plan = []string{} // "plan": [] rather than null
 		}
+		if rec.Unsolvable && !rec.Success && rec.FailureStage != StageError {
+			rec.FailureStage = StageUnsolvable
+			rec.Reason = "the goal is unreachable from the true initial state (" + rec.Reason + ")"
+		}
 	}()
 	fail := func(err error) Record {
 		rec.FailureStage, rec.Error = StageError, err.Error()
@@ -71,6 +76,11 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 	ep, err := cfg.Env.Open(ctx, info.ID)
 	if err != nil {
 		return fail(err)
+	}
+	// For the evaluation only (no method sees it): can the goal be reached
+	// at all from the true initial state?
+	if h, err := heuristic.New("ff", ep.Task()); err == nil {
+		_, rec.Unsolvable = h.Eval(ep.Task().Init)
 	}
 	if cfg.Method == MethodDirect {
 		if err := r.direct(ctx, ep, &rec); err != nil {

@@ -227,6 +227,15 @@ func TestExploreFullyObservableNeedsNoSteps(t *testing.T) {
 		if res.Usage.ModelCalls != 0 {
 			t.Fatalf("%s: %d model calls without a choice", name, res.Usage.ModelCalls)
 		}
+		// Fully observed, the estimate is right even without a plan from
+		// the Ready check (as when its search runs out of expansions).
+		noPlan := *res
+		noPlan.ReadyPlan = nil
+		for _, r := range []*Result{res, &noPlan} {
+			if g := Compare(r, ep.Task(), ep.State()); !g.Correct || g.Believed != g.TrueFacts {
+				t.Fatalf("%s: grounding %+v", name, g)
+			}
+		}
 	}
 }
 

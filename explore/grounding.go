@@ -22,7 +22,8 @@ type Grounding struct {
 	// true state, applies at every step and reaches the goal.
 	PlanWorks bool `json:"plan_works"`
 	// Correct: Ready, nothing wrong, and the estimate's plan works in the
-	// truth.
+	// truth; when the Ready check found no plan (its search ran out of
+	// expansions), the estimate must instead hold every true goal fact.
 	Correct bool `json:"correct"`
 }
 
@@ -79,6 +80,6 @@ func Compare(res *Result, task *pddl.Task, truth pddl.State) Grounding {
 		}
 		g.PlanWorks = g.PlanWorks && task.GoalReached(s)
 	}
-	g.Correct = res.Ready && g.Wrong == 0 && g.PlanWorks
+	g.Correct = res.Ready && g.Wrong == 0 && (g.PlanWorks || res.ReadyPlan == nil && g.Believed == g.TrueFacts)
 	return g
 }
