@@ -134,6 +134,7 @@ func tokensPlot(s *Summary, recs []Record) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s on %s (%s): tokens per task", s.Method, envTitle(s.Env), s.Mode)
 	p.X.Label.Text = "task (suite order)"
+	p.X.Tick.Marker = intTicks{}
 	p.Y.Label.Text = "tokens"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -201,4 +202,22 @@ func (percentTicks) Ticks(lo, hi float64) []plot.Tick {
 		t = append(t, plot.Tick{Value: float64(v), Label: label})
 	}
 	return t
+}
+
+// intTicks is plot.DefaultTicks with integer labels (non-integer ticks
+// keep their marks but lose their labels).
+type intTicks struct{}
+
+func (intTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			if v := ts[i].Value; v == math.Trunc(v) {
+				ts[i].Label = fmt.Sprint(int64(v))
+			} else {
+				ts[i].Label = ""
+			}
+		}
+	}
+	return ts
 }
