@@ -17,6 +17,7 @@ import (
 	"github.com/nesy-dev/nesy/bench"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
+	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -85,7 +86,11 @@ else a small synthetic one.`,
 				}
 				name = strings.TrimSuffix(filepath.Base(path), ".gguf")
 			}
-			lm, err := models.Load(ctx, path, models.Options{Threads: threads})
+			mopts := models.Options{Threads: threads}
+			if method == bench.MethodMCTS || method == bench.MethodCMCTS {
+				mopts.Sequences = mcts.SuggestedSequences // forks of recently evaluated nodes stay cached
+			}
+			lm, err := models.Load(ctx, path, mopts)
 			if err != nil {
 				return fmt.Errorf("bench: loading %s: %w", model, err)
 			}
