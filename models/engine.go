@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/kvcache"
@@ -21,9 +22,23 @@ import (
 // Engine is a model loaded into Ollama's Go engine. It implements LM.
 //
 // One goroutine (loop) owns the forward passes: Eval calls queue jobs and
-// wait; the loop merges the pending jobs' requests into batches of at most
-// BatchSize positions, fairly (every request gets a share of each pass
-// before any gets more), runs them, and hands back the logit rows.
+// wait; the loop forms batches of at most BatchSize positions from the
+// pending jobs, runs them, and hands back the logit rows.
+//
+// Jobs take turns leading a pass; the others join it only when a cost
+// model says the merged pass is cheaper per position than separate ones.
+// The reason is the KV cache: every position of a pass attends over the
+// whole cell range spanned by the pass's sequences, so merging sequences
+// stored far apart (unrelated prompts) makes every position pay for all of
+// their cells, while forks of one prompt share its cells and merge almost
+// for free. The engine mirrors the cache's cell placement to predict each
+// candidate pass's range and prices passes as fixed + per position +
+// per position per cell + per cell, with coefficients fitted online to
+// the passes it has run (starting from the warm-up pass's time and the
+// model's shape). Within a pass every request first gets an equal share
+// of the positions, then the rest goes in turn order; a prompt cut at the
+// end of a pass continues first in the next one, so its cells stay
+// together.
 type Engine struct {
 	info  Info
 	opts  resolved
@@ -35,6 +50,9 @@ type Engine struct {
 	// checkpoints is set for recurrent caches (Qwen3.5): truncating restores
 	// a checkpoint and recomputes the rest.
 	checkpoints kvcache.CheckpointCache
+	// cells mirrors the cache's cell placement (nil for recurrent caches,
+	// whose passes hold one sequence anyway); guarded by mu.
+	cells *cellMap
 
 	wake chan struct{} // nudges the loop (capacity 1)
 	done chan struct{} // closed when the loop exits
@@ -48,6 +66,11 @@ type Engine struct {
 	closed bool
 	stats  Stats
 	rr     int // round-robin offset for fair batching
+	// carry is the request whose input the last pass cut at its end: it
+	// leads the next pass (see planLocked).
+	carry *reqState
+	free  []int    // scratch: the free cells the next pass would take
+	costs *costFit // pass cost model (nil for recurrent caches)
 }
 
 var _ LM = (*Engine)(nil)
@@ -176,11 +199,13 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 			}
 		}
 	}
-	if cc, ok := cache.(kvcache.CheckpointCache); ok {
-		e.checkpoints = cc
-	}
 	e.stats.SequenceSlots = o.Sequences
 	e.stats.CacheCells = (o.cacheCaps*o.Sequences + 255) / 256 * 256 // the cache pads to 256 cells
+	if cc, ok := cache.(kvcache.CheckpointCache); ok {
+		e.checkpoints = cc
+	} else {
+		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
+	}
 	var params64 int64
 	for _, t := range meta.Tensors().Items() {
 		params64 += int64(t.Elements())
@@ -199,13 +224,24 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 			cache.Close()
 		}
 	}()
+	kv := meta.KV()
+	prior := func(warmup float64) *costFit {
+		if e.cells == nil {
+			return nil
+		}
+		p := costPrior(warmup, params64, int(kv.BlockCount()), int(kv.HeadCountMax()), int(kv.EmbeddingHeadCountK()))
+		return newCostFit(p, o.BatchSize, min(e.stats.CacheCells, 4096))
+	}
+	e.costs = prior(defaultPassSeconds)
 	if !o.noWarmup {
 		if err := e.reserve(); err != nil {
 			return nil, fmt.Errorf("models: %s: reserving the compute graph: %w", name, err)
 		}
+		t0 := time.Now()
 		if err := e.warmup(); err != nil {
 			return nil, fmt.Errorf("models: %s: warm-up: %w", name, err)
 		}
+		e.costs = prior(time.Since(t0).Seconds())
 	}
 	log.Info("model loaded", "model", name, "arch", arch, "family", e.info.Family, "device", device,
 		"threads", o.Threads, "batch", o.BatchSize, "ctx", o.ContextLength, "cache_cells", e.stats.CacheCells,
@@ -382,6 +418,7 @@ func (e *Engine) Fork(src SeqID, n int) (SeqID, error) {
 	if e.checkpoints == nil {
 		keep := min(n, s.valid)
 		e.cache.CopyPrefix(int(src), int(id), int32(keep))
+		e.cells.copyPrefix(int(src), int(id), int32(keep))
 		d.valid = keep
 		return id, nil
 	}
@@ -436,6 +473,7 @@ func (e *Engine) truncateCacheLocked(seq SeqID, n int) error {
 		if err := e.cache.Remove(int(seq), int32(n), math.MaxInt32); err != nil {
 			return fmt.Errorf("models: truncate of sequence %d: %w", seq, err)
 		}
+		e.cells.removeTail(int(seq), int32(n))
 		s.valid = n
 		return nil
 	}
@@ -474,6 +512,7 @@ func (e *Engine) freeLocked(seq SeqID) {
 		// Removing a whole sequence never fails for the engine's caches;
 		// if it did, the slot's cells would stay allocated until reuse.
 		_ = e.cache.Remove(int(seq), 0, math.MaxInt32)
+		e.cells.removeTail(int(seq), 0)
 	}
 	e.seqs[seq] = seqState{}
 	e.stats.SequencesInUse--

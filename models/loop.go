@@ -73,6 +73,7 @@ func (e *Engine) loop() {
 			e.mu.Unlock()
 			continue
 		}
+		tb := time.Now()
 		b, err := e.buildLocked(active)
 		switch {
 		case errors.Is(err, ErrCacheFull) && len(b.jobs()) > 1:
@@ -103,6 +104,9 @@ func (e *Engine) loop() {
 				e.finishLocked(j, err)
 			}
 		} else {
+			if e.costs != nil {
+				e.costs.observe(b.nInput, b.cells, time.Since(tb).Seconds())
+			}
 			e.commitLocked(b, rows)
 		}
 		active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil || j.pending == 0 })
@@ -142,6 +146,7 @@ func (e *Engine) discardLocked(b *batch) {
 		// failure here would leave stale cells of a sequence that is
 		// about to be cut back anyway.
 		_ = e.cache.Remove(int(id), from, math.MaxInt32)
+		e.cells.removeTail(int(id), from)
 	}
 }
 
@@ -212,6 +217,7 @@ type batch struct {
 	nRows  int
 	dummy  bool // one extra output row nobody asked for
 	nInput int
+	cells  int // padded cell range the pass spans (cellMap's prediction)
 }
 
 type batchPart struct {
@@ -260,73 +266,18 @@ func span(r *reqState, from, room, rowRoom int, empty bool) int {
 	return n
 }
 
-// buildLocked picks the next batch from the active jobs and builds its
-// graph. Fairness: every unfinished request first gets up to an equal
-// share of the batch, in round-robin order; what is left goes to the
-// requests in the same order.
+// buildLocked plans the next pass from the active jobs (see planLocked)
+// and builds its graph.
 func (e *Engine) buildLocked(active []*job) (*batch, error) {
-	var rs []*reqState
-	for _, j := range active {
-		for _, r := range j.reqs {
-			if !r.finished() {
-				rs = append(rs, r)
-			}
-		}
-	}
 	b := &batch{e: e}
-	if len(rs) == 0 {
-		return b, nil
-	}
-	start := e.rr % len(rs)
-	order := append(slices.Clone(rs[start:]), rs[:start]...)
-	take := make(map[*reqState]int, len(order))
-	room, rowRoom := e.opts.BatchSize, e.opts.MaxLogits
-	share := max(1, room/len(order))
-	if e.checkpoints != nil {
-		e.takeSingle(order, take)
-	} else {
-		used := 0
-		for pass := 0; pass < 2 && room > 0; pass++ {
-			for _, r := range order {
-				if room == 0 {
-					break
-				}
-				from := r.next + take[r]
-				limit := room
-				if pass == 0 {
-					limit = min(share, room)
-				}
-				n := span(r, from, limit, rowRoom, used == 0)
-				if n == 0 {
-					continue
-				}
-				take[r] += n
-				rowRoom -= rowCount(r, from, n)
-				room = max(0, room-n)
-				used += n
-			}
-		}
-	}
-
-	// The next pass starts with the first request this one left out, or
-	// one further along when everyone got a share.
-	e.rr = start + 1
-	for i, r := range order {
-		if take[r] == 0 {
-			e.rr = start + i
-			break
-		}
-	}
-
+	p := e.planLocked(active)
+	b.cells = p.cells
 	ctx := e.model.Backend().NewContext()
 	b.ctx = ctx
 	var ib input.Batch
 	var tokens, outputs []int32
-	for _, r := range rs {
-		n := take[r]
-		if n == 0 {
-			continue
-		}
+	for _, q := range p.parts {
+		r, n := q.r, q.n
 		s := &e.seqs[r.req.Seq]
 		p := batchPart{r: r, from: r.next, n: n, first: len(outputs)}
 		for k := 0; k < n; k++ {
@@ -380,18 +331,6 @@ func rowCount(r *reqState, from, n int) int {
 	return c
 }
 
-// takeSingle picks a batch for recurrent models (Qwen3.5): one sequence per
-// pass, the first request in round-robin order, as much of it as fits.
-// Ollama's engine (v0.17.4) cannot batch several sequences there: its
-// recurrent cache needs every sequence of a pass to advance by the same
-// count, and its full-attention layers (qwen3next FullAttention) reject
-// any pass with more than one sequence.
-func (e *Engine) takeSingle(order []*reqState, take map[*reqState]int) {
-	if k := span(order[0], order[0].next, e.opts.BatchSize, e.opts.MaxLogits, true); k > 0 {
-		take[order[0]] = k
-	}
-}
-
 // forward places the batch in the cache and builds the graph.
 func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 	defer func() {
@@ -405,6 +344,7 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 		}
 		return err
 	}
+	e.cells.place(ib.Sequences, ib.Positions)
 	t, err := e.model.Forward(ctx, ib)
 	if err != nil {
 		return err

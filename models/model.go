@@ -6,7 +6,9 @@
 //
 // Load returns an *Engine (the native implementation of LM). One goroutine
 // per loaded model owns the KV cache and forms batches; concurrent Eval
-// calls from several goroutines are merged into shared forward passes.
+// calls from several goroutines are merged into shared forward passes when
+// that is cheaper than running them apart (forks of one prompt, yes;
+// unrelated long prompts stored far apart in the cache, no: see Engine).
 // Sequences are slots of a fixed pool: NewSequence and Fork return
 // ErrNoSequences when the pool is exhausted, never crash.
 //

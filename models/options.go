@@ -43,8 +43,10 @@ type Options struct {
 	// buffer is reserved for this many); 0 means max(Sequences, 64).
 	// Requests asking for more rows are split over several passes.
 	MaxLogits int
-	// NoMerge disables merging concurrent Eval calls: each call runs alone
-	// (its own requests still share passes). For comparisons.
+	// NoMerge disables merging concurrent Eval calls: each call runs alone,
+	// first come first served (its own requests still share passes). For
+	// comparisons; by default calls are merged when the engine's cost model
+	// says it pays (see Engine).
 	NoMerge bool
 	// MergeWindow is how long an idle engine waits after the first Eval
 	// arrives for others to join the same forward pass; 0 means no wait
