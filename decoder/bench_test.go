@@ -146,7 +146,7 @@ func BenchmarkDecodePaired(b *testing.B) {
 			}
 			defer sess.Close()
 			sess.TakePrefill()
-			var secs [2]float64
+			var secs, model [2]float64
 			var toks [2]int
 			i := 0
 			for b.Loop() {
@@ -157,6 +157,7 @@ func BenchmarkDecodePaired(b *testing.B) {
 						b.Fatal(err)
 					}
 					secs[btoi(constrained)] += res.Seconds
+					model[btoi(constrained)] += res.ModelSeconds
 					toks[btoi(constrained)] += res.GeneratedTokens
 				}
 				i++
@@ -165,6 +166,8 @@ func BenchmarkDecodePaired(b *testing.B) {
 			b.ReportMetric(u, "u-tok/s")
 			b.ReportMetric(c, "c-tok/s")
 			b.ReportMetric((u/c-1)*100, "slowdown-%")
+			b.ReportMetric((secs[0]-model[0])/float64(toks[0])*1e6, "u-overhead-us/tok")
+			b.ReportMetric((secs[1]-model[1])/float64(toks[1])*1e6, "c-overhead-us/tok")
 		})
 	}
 }
