@@ -206,7 +206,7 @@ func (s *searcher) run(prompt []int32) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mcts: %w", err)
 	}
-	s.root = &node{cur: cur, depth: len(prompt), best: math.Inf(-1)}
+	s.root = &node{cur: cur, depth: len(prompt), best: math.Inf(-1), rollout: math.Inf(-1)}
 	s.root.boundary = s.root
 	s.classify(s.root)
 	s.stats.Nodes++
@@ -394,6 +394,9 @@ func (s *searcher) widen(n *node) bool {
 		s.stats.Widened++
 		s.addChildren(n, c)
 	}
+	if s.opts.Backup == BackupMax && n.phase == expanded {
+		s.refresh(n)
+	}
 	return n.live > 0
 }
 
@@ -514,7 +517,7 @@ func (s *searcher) topTokens(logits []float32) []cand {
 // newChild creates the child of p by token c (followed by its forced
 // chain) and classifies it.
 func (s *searcher) newChild(p *node, c cand) *node {
-	ch := &node{parent: p, prior: c.prior, best: math.Inf(-1), toks: []int32{c.id}}
+	ch := &node{parent: p, prior: c.prior, best: math.Inf(-1), rollout: math.Inf(-1), toks: []int32{c.id}}
 	ch.depth = p.depth + 1
 	ch.boundary = p.boundary
 	step := freeOpen

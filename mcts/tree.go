@@ -56,6 +56,8 @@ type node struct {
 	// largest; vl counts virtual losses in flight.
 	n, losses, vl int
 	w, best       float64
+	// rollout is the best rollout value from this node (-Inf: none).
+	rollout float64
 
 	children []*node
 	// rest are the allowed tokens left out of children, best prior first
@@ -101,9 +103,11 @@ func (r *valueRange) norm(v float64) float64 {
 	return min(1, max(0, (v-r.lo)/(r.hi-r.lo)))
 }
 
-// q returns the node's normalised value for selection: its backed-up
-// statistic (mean or max) diluted by pending virtual losses, or, before any
-// backup, its static value.
+// q returns the node's normalised value for selection, diluted by pending
+// virtual losses (each worth the tree's smallest value): under BackupMax
+// the best value among its live children once it is expanded (see
+// refresh), under BackupMean the mean of the values backed up through it;
+// before that its static value.
 func (s *searcher) q(c *node) float64 {
 	if c.kind == dead {
 		return math.Inf(-1)
@@ -115,18 +119,15 @@ func (s *searcher) q(c *node) float64 {
 	var stat float64
 	k := c.n
 	switch {
+	case s.opts.Backup == BackupMax:
+		stat = c.static
+		if c.phase == expanded && !math.IsInf(c.best, -1) {
+			stat = c.best
+		}
 	case c.n == 0:
-		stat, k = c.static, 1
-		if c.vl > 0 {
-			k = 0
-		}
-	case s.opts.Backup == BackupMean:
-		stat = (c.w + float64(c.losses)*lo) / float64(c.n)
+		stat = c.static
 	default:
-		stat = c.best
-		if math.IsInf(stat, -1) {
-			stat = lo
-		}
+		stat = (c.w + float64(c.losses)*lo) / float64(c.n)
 	}
 	if c.vl > 0 {
 		stat = (stat*float64(k) + lo*float64(c.vl)) / float64(k+c.vl)
@@ -190,7 +191,9 @@ func (s *searcher) addVirtualLoss(leaf *node, k int) {
 }
 
 // backup records a leaf value (a loss when lossy) on the path to the root
-// and removes the leaf's virtual loss.
+// and removes the leaf's virtual loss. Under BackupMax the value is the
+// leaf's rollout, if any; the path's maxima are recomputed from the
+// children (see refresh).
 func (s *searcher) backup(leaf *node, v float64, loss bool) {
 	for x := leaf; x != nil; x = x.parent {
 		x.vl -= s.opts.VirtualLoss
@@ -200,10 +203,41 @@ func (s *searcher) backup(leaf *node, v float64, loss bool) {
 			continue
 		}
 		x.w += v
-		x.best = max(x.best, v)
 	}
 	if !loss {
 		s.vr.add(v)
+		if s.opts.Rollout > 0 {
+			leaf.rollout = max(leaf.rollout, v)
+		}
+	}
+	if s.opts.Backup == BackupMax {
+		s.refresh(leaf)
+	}
+}
+
+// refresh recomputes the max-backup value of n and its ancestors: the best
+// value among a node's live children (a child's own max once it is
+// expanded, else its static value) and its rollouts. A node's own static
+// value is an estimate that its children replace once they are known, so
+// an optimistic estimate does not linger over children that all fall
+// short of it.
+func (s *searcher) refresh(n *node) {
+	for x := n; x != nil; x = x.parent {
+		b := x.rollout
+		for _, c := range x.children {
+			if c.exhausted {
+				continue
+			}
+			v := c.static
+			if c.phase == expanded {
+				v = c.best
+			}
+			b = max(b, v)
+		}
+		if b == x.best && x != n {
+			return
+		}
+		x.best = b
 	}
 }
 
@@ -221,6 +255,9 @@ func (s *searcher) exhaust(n *node) {
 			return
 		}
 		p.live--
+		if s.opts.Backup == BackupMax && p.phase == expanded {
+			s.refresh(p)
+		}
 		if n.phase == fresh && n.kind == open {
 			p.unevaluated--
 			s.maybeReleaseParent(p)
