@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,7 +105,7 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 							}
 							re, _ := sp.Start()
 							re, n, err := sp.AdvanceText(re, text)
-							if err != nil || n != len(text) || !slices0Equal(re.Plan(), c.Plan()) {
+							if err != nil || n != len(text) || !slices.Equal(re.Plan(), c.Plan()) {
 								t.Fatalf("%s: replaying %q: %v (consumed %d of %d)", tt.name, text, err, n, len(text))
 							}
 						}
@@ -156,18 +157,6 @@ func checkEnded(t *testing.T, tt testTask, sp *Space, c Cursor) {
 	if opts.MaxActions > 0 && c.Len() > opts.MaxActions {
 		t.Fatalf("%s: %d actions exceed MaxActions %d", tt.name, c.Len(), opts.MaxActions)
 	}
-}
-
-func slices0Equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestReferencePlansFollowConstraint writes the datasets' reference plans
