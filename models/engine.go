@@ -69,8 +69,9 @@ type Engine struct {
 	// carry is the request whose input the last pass cut at its end: it
 	// leads the next pass (see planLocked).
 	carry *reqState
-	free  []int    // scratch: the free cells the next pass would take
-	costs *costFit // pass cost model (nil for recurrent caches)
+	free  []int       // scratch: the free cells the next pass would take
+	own   []*reqState // scratch: a job's requests being priced
+	costs *costFit    // pass cost model (nil for recurrent caches)
 }
 
 var _ LM = (*Engine)(nil)

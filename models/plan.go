@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -26,18 +27,22 @@ type planned struct {
 	n int // inputs from r.next
 }
 
-// plan is a candidate pass: shares in placement order (the order the
-// cache gives out free cells in) and their predicted cost.
+// plan is a candidate pass: each request's share (take[i] inputs of
+// reqs[i]) and the pass's predicted cost; parts is the chosen pass's
+// shares in placement order (see layout).
 type plan struct {
+	reqs   []*reqState
+	take   []int
 	parts  []planned
 	tokens int
 	cells  int     // padded cell range the pass spans
 	cost   float64 // seconds, by the engine's cost model
 }
 
+// takes says whether the pass computes anything of j.
 func (p *plan) takes(j *job) bool {
-	for _, q := range p.parts {
-		if q.r.job == j {
+	for i, r := range p.reqs {
+		if r.job == j && p.take[i] > 0 {
 			return true
 		}
 	}
@@ -96,33 +101,59 @@ func (e *Engine) planLocked(active []*job) plan {
 
 	group := unfinished(nil, order[0])
 	best := e.price(group, 0)
+	// While every request of the group fits whole, a candidate's merged
+	// price follows from sums (whole is its state); otherwise the shares
+	// are recomputed.
+	whole := e.fits(group)
 	for _, j := range order[1:] {
 		if len(group) >= e.opts.BatchSize {
 			break // every position is taken by a request already in
 		}
-		own := unfinished(nil, j)
-		cand := append(slices.Clone(group), own...)
-		merged := e.price(cand, 0)
-		if !merged.takes(j) {
+		own := unfinished(e.own[:0], j) // scratch: copied into group when it joins
+		e.own = own
+		alone := e.price(own, best.tokens)
+		var merged plan
+		if w := e.fits(own); whole.ok && w.ok && whole.tokens+w.tokens <= e.opts.BatchSize && whole.rows+w.rows <= e.opts.MaxLogits {
+			merged = e.priceWhole(whole.add(w))
+		} else {
+			cand := append(group[:len(group):len(group)], own...)
+			merged = e.price(cand, 0)
+			if slices.Max(merged.take[len(group):]) == 0 {
+				continue // no room left for it
+			}
+		}
+		if !e.join(best, merged, alone) {
 			continue
 		}
-		if e.join(best, merged, e.price(own, best.tokens)) {
-			group, best = cand, merged
+		if merged.take == nil {
+			group = append(group, own...)
+			whole = whole.add(e.fits(own))
+		} else {
+			group = merged.reqs
+			whole.ok = false
+		}
+		best = merged
+	}
+	if best.take == nil {
+		best.reqs, best.take = group, make([]int, len(group))
+		for i, r := range group {
+			best.take[i] = r.remaining()
 		}
 	}
+	e.layout(&best)
 
-	// The next pass is led by the first job this one left out, or by the
-	// one after this pass's leader when every job got a share.
-	next := order[0]
+	// The next pass is led by the first job this one left out, or the
+	// turn moves on by one when every job got a share.
+	in := make(map[*job]bool, len(best.parts))
+	for _, q := range best.parts {
+		in[q.r.job] = true
+	}
+	e.rr = start + 1
 	for _, j := range order {
-		if !best.takes(j) {
-			next = j
+		if !in[j] {
+			e.rr = slices.Index(jobs, j)
 			break
 		}
-	}
-	e.rr = slices.Index(jobs, next)
-	if next == order[0] {
-		e.rr++
 	}
 	e.carry = nil
 	if n := len(best.parts); n > 0 {
@@ -151,80 +182,132 @@ func (e *Engine) join(alone, merged, own plan) bool {
 // with the cache's free cells from offset on (offset > 0 prices a pass
 // that would run after another one of offset positions).
 //
-// Placement: requests that finish in this pass come first (a request
-// continuing a cut input first of all, so it extends its previous chunk),
-// requests that will be cut again last, the one with the most left at the
-// very end, so that its next chunk follows on. A cut request that is not
-// last has later positions of this pass between its chunk and its next
-// one: its range grows by them, which every one of its remaining positions
-// pays; the price counts that too (frag).
+// The pass's new positions take the first free cells whatever their
+// order, so its cell range is that of those cells and of its sequences'
+// cells. The order matters for requests whose input is cut (see layout):
+// they go last, the one with the most left at the very end, so that its
+// next chunk follows on. A cut request that is not last has the later
+// positions of the pass between this chunk and its next one at best
+// (later passes may put more between): its range grows by at least that
+// many cells for each position it has left. The price counts that too
+// (frag).
 func (e *Engine) price(reqs []*reqState, offset int) plan {
-	take := e.allocate(reqs)
-	var p plan
+	p := plan{reqs: reqs, take: e.allocate(reqs)}
+	lo, hi := math.MaxInt, -1
+	type cut struct{ rem, n int }
+	var cuts []cut
 	for i, r := range reqs {
-		if take[i] > 0 {
-			p.parts = append(p.parts, planned{r: r, n: take[i]})
-			p.tokens += take[i]
+		n := p.take[i]
+		if n == 0 {
+			continue
+		}
+		p.tokens += n
+		if l, h, ok := e.cells.seqRange(int(r.req.Seq)); ok {
+			lo, hi = min(lo, l), max(hi, h)
+		}
+		if rem := r.remaining() - n; rem > 0 {
+			cuts = append(cuts, cut{rem, n})
 		}
 	}
-	if p.tokens == 0 {
-		return p
+	slices.SortStableFunc(cuts, func(a, b cut) int { return a.rem - b.rem })
+	frag, after := 0.0, 0
+	for k := len(cuts) - 1; k >= 0; k-- {
+		frag += float64(cuts[k].rem * after)
+		after += cuts[k].n
 	}
-	slices.SortStableFunc(p.parts, func(a, b planned) int {
-		ka, ra := e.placeKey(a)
-		kb, rb := e.placeKey(b)
-		if ka != kb {
-			return ka - kb
+	p.cells, p.cost = e.rangeCost(p.tokens, lo, hi, offset, frag)
+	return p
+}
+
+// sums are the totals of requests that fit whole in one pass.
+type sums struct {
+	ok           bool // every request fits whole (see fits)
+	tokens, rows int  // inputs left, logit rows they yield
+	lo, hi       int  // cells the requests' sequences span (lo > hi: none)
+}
+
+func (a sums) add(b sums) sums {
+	return sums{ok: a.ok && b.ok, tokens: a.tokens + b.tokens, rows: a.rows + b.rows, lo: min(a.lo, b.lo), hi: max(a.hi, b.hi)}
+}
+
+// fits sums up reqs; ok says they all fit whole in one pass.
+func (e *Engine) fits(reqs []*reqState) sums {
+	s := sums{lo: math.MaxInt, hi: -1}
+	for _, r := range reqs {
+		s.tokens += r.remaining()
+		s.rows += rowCount(r, r.next, r.remaining())
+		if l, h, ok := e.cells.seqRange(int(r.req.Seq)); ok {
+			s.lo, s.hi = min(s.lo, l), max(s.hi, h)
 		}
-		return ra - rb
-	})
-	if e.cells == nil || e.costs == nil {
-		return p
 	}
-	last := len(e.cells.refs) - 1
+	s.ok = s.tokens <= e.opts.BatchSize && s.rows <= e.opts.MaxLogits
+	return s
+}
+
+// priceWhole prices a pass computing requests whole, from their sums (no
+// request is cut, so the order does not matter).
+func (e *Engine) priceWhole(s sums) plan {
+	p := plan{tokens: s.tokens}
+	p.cells, p.cost = e.rangeCost(s.tokens, s.lo, s.hi, 0, 0)
+	return p
+}
+
+// rangeCost is the padded cell range and the cost of a pass of tokens new
+// positions, taking the free cells from offset on, whose sequences span
+// the cells [lo, hi] (lo > hi: none).
+func (e *Engine) rangeCost(tokens, lo, hi, offset int, frag float64) (int, float64) {
+	if tokens == 0 || e.cells == nil || e.costs == nil {
+		return 0, 0
+	}
 	cell := func(i int) int {
 		if i += offset; i < len(e.free) {
 			return e.free[i]
 		}
-		return last // beyond the free cells the mirror knows: assume the end
+		return len(e.cells.refs) - 1 // beyond the free cells the mirror knows: assume the end
 	}
-	lo, hi := cell(0), cell(p.tokens-1)
-	frag := 0.0
-	k := 0
-	for i, q := range p.parts {
-		slo, shi := cell(k), cell(k+q.n-1)
-		k += q.n
-		if l, h, ok := e.cells.seqRange(int(q.r.req.Seq)); ok {
-			slo, shi = min(slo, l), max(shi, h)
-		}
-		lo, hi = min(lo, slo), max(hi, shi)
-		if rem := q.r.remaining() - q.n; rem > 0 && i < len(p.parts)-1 {
-			// Its next chunk lands after the later parts' cells at best
-			// (later passes may put more between), so its range grows
-			// by at least that many cells for each position it has left.
-			frag += float64(rem * (p.tokens - k))
-		}
-	}
-	p.cells = e.cells.span(lo, hi)
-	p.cost = e.costs.cur.of(p.tokens, p.cells, frag)
-	return p
+	cells := e.cells.span(min(lo, cell(0)), max(hi, cell(tokens-1)))
+	return cells, e.costs.cur.of(tokens, cells, frag)
 }
 
-// placeKey orders a pass's shares for placement (see price). Requests
-// that finish go by where their sequences lie (new sequences last), so
-// that the lowest free cells go to the sequences stored lowest.
-func (e *Engine) placeKey(q planned) (class, key int) {
-	rem := q.r.remaining() - q.n
-	switch {
-	case rem > 0:
-		return 2, rem
-	case q.r == e.carry:
-		return 0, 0
+// layout puts the chosen pass's shares in placement order: a request
+// continuing a cut input first (it extends its previous chunk), then the
+// others that finish, by where their sequences lie (new sequences last;
+// the lowest free cells go to the sequences stored lowest), then the cut
+// ones with the one with the most left last (see price).
+func (e *Engine) layout(p *plan) {
+	type keyed struct {
+		planned
+		class, key int
 	}
-	if lo, _, ok := e.cells.seqRange(int(q.r.req.Seq)); ok {
-		return 1, lo
+	var ks []keyed
+	for i, r := range p.reqs {
+		n := p.take[i]
+		if n == 0 {
+			continue
+		}
+		k := keyed{planned: planned{r: r, n: n}, class: 1, key: math.MaxInt}
+		switch rem := r.remaining() - n; {
+		case rem > 0:
+			k.class, k.key = 2, rem
+		case r == e.carry:
+			k.class, k.key = 0, 0
+		default:
+			if lo, _, ok := e.cells.seqRange(int(r.req.Seq)); ok {
+				k.key = lo
+			}
+		}
+		ks = append(ks, k)
 	}
-	return 1, math.MaxInt
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		if a.class != b.class {
+			return a.class - b.class
+		}
+		return cmp.Compare(a.key, b.key)
+	})
+	p.parts = p.parts[:0]
+	for _, k := range ks {
+		p.parts = append(p.parts, k.planned)
+	}
 }
 
 // allocate shares BatchSize positions and MaxLogits rows among reqs in
@@ -277,6 +360,7 @@ func (e *Engine) planSingle(jobs []*job) plan {
 	r := rs[start]
 	var p plan
 	if n := span(r, r.next, e.opts.BatchSize, e.opts.MaxLogits, true); n > 0 {
+		p.reqs, p.take = []*reqState{r}, []int{n}
 		p.parts, p.tokens = []planned{{r: r, n: n}}, n
 	}
 	e.rr = start + 1

@@ -525,3 +525,36 @@ func TestCostFit(t *testing.T) {
 		t.Error("a frozen fit learned")
 	}
 }
+
+// BenchmarkPlan measures the planner's own work per pass (choosing among
+// 64 pending single-token jobs on forks of 16 prompts spread over the
+// cache), which the engine does under its lock before every forward pass.
+func BenchmarkPlan(b *testing.B) {
+	e := newTestEngine(b, gguf.Default(gguf.ArchLlama), Options{BatchSize: 512, CacheSize: 16384, Sequences: 96})
+	pinCost(e, testCost)
+	v := e.Info().VocabSize
+	var jobs []*job
+	for i := range 16 {
+		root, err := e.NewSequence()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: root, Tokens: testTokens(i, 500, v)}}); err != nil {
+			b.Fatal(err)
+		}
+		for k := range 4 {
+			f, err := e.Fork(root, e.Len(root))
+			if err != nil {
+				b.Fatal(err)
+			}
+			jobs = append(jobs, testJob(e, f, 1, 100*i+k))
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var p plan
+	for b.Loop() {
+		p = e.planLocked(jobs)
+	}
+	b.ReportMetric(float64(len(p.parts)), "requests/pass")
+}
