@@ -14,7 +14,7 @@ import (
 // model call against 16 leaves evaluated in one batched call, same model,
 // task and seed. The model is the reference llama (768 wide, 12 layers,
 // 32,000-token vocabulary, F32, 134M parameters), where the forward pass
-// dominates the search's own work. Each op is one search of 64 simulations
+// dominates the search's own work. Each op is one search of 128 simulations
 // after a short prompt (prompt evaluation included; it is a small part).
 //
 //	go test ./mcts -run XXX -bench Simulations -benchtime 5x
@@ -32,15 +32,17 @@ func BenchmarkSimulations(b *testing.B) {
 	}
 	for _, batch := range []int{1, 16} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			sims := 0
+			sims, occ := 0, 0.0
 			for b.Loop() {
-				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 64, Exhaust: true, Seed: 1})
+				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
 				if err != nil {
 					b.Fatal(err)
 				}
 				sims += res.Stats.Simulations
+				occ = res.Stats.BatchOccupancy
 			}
 			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
+			b.ReportMetric(occ, "occupancy")
 		})
 	}
 }

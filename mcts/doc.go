@@ -56,12 +56,8 @@
 // "mix(0.5*ff+0.5*lmcut)", ...), cached per state. Options.Rollout adds
 // short constrained-greedy rollouts.
 //
-// Helpful actions: inside an action, an action that FF's relaxed plan from
-// the current state uses gets a bonus (Options.Helpful, 0.5 heuristic units)
-// in that best-completion value. With a prior that knows nothing (a
-// random-weight model) this is what carries the search across plateaus,
-// where no single action lowers h (ALFWorld's take-then-go before heat or
-// clean).
+// Options.Helpful adds a bonus for FF's helpful actions to the best
+// completion (off by default).
 //
 // Normalisation: Q is measured in heuristic units relative to the root,
 // Q = (V - V(root)) / ValueScale (NormalizeUnit, the default), with
@@ -75,9 +71,12 @@
 // into [0, 1] by the smallest and largest in the tree (MuZero), under which
 // a one-unit heuristic difference is a small fraction of the prior term.
 // A child not yet visited has Q = its own value (computed when it is
-// created, no model call needed); the backup is the maximum
+// created, no model call needed). The backup is the maximum
 // (Options.Backup; "mean" is AlphaZero's), the right statistic for
-// deterministic transitions.
+// deterministic transitions, recomputed from the children: once a node is
+// expanded its Q is the best of its live children's, not its own estimate,
+// so an optimistic estimate (a partial action whose best completion looked
+// good) does not outlive children that all fall short of it.
 //
 // Terminal children are resolved when created and never selected: a goal
 // is recorded (and stops the search); a dead end, a text that leaves every

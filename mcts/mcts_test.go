@@ -166,7 +166,8 @@ func TestSearchReachesGoal(t *testing.T) {
 		{"reverse/range", bwReverse, Options{Normalize: NormalizeRange}},
 		{"reverse/alphazero-c", bwReverse, Options{Base: 10}},
 		{"reverse/lmcut", bwReverse, Options{Heuristic: "lmcut"}},
-		{"reverse/goalcount-nolookahead", bwReverse, Options{Heuristic: "goalcount", NoLookahead: true, Helpful: -1}},
+		{"reverse/goalcount-nolookahead", bwReverse, Options{Heuristic: "goalcount", NoLookahead: true}},
+		{"reverse/helpful", bwReverse, Options{Helpful: 0.5}},
 		{"reverse/mix", bwReverse, Options{Heuristic: "mix(0.5*ff+0.5*lmcut)"}},
 		{"reverse/all-tokens", bwReverse, Options{AllTokens: true}},
 		{"reverse/keep-duplicates", bwReverse, Options{KeepDuplicates: true}},
@@ -349,6 +350,7 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Heuristic: "nosuch"}, "heuristic"},
 		{Options{GoalReward: -1}, "goal reward"},
 		{Options{Rollout: -1}, "rollout"},
+		{Options{Helpful: -1}, "helpful"},
 	}
 	for _, tt := range tests {
 		_, err := Search(context.Background(), lm, st.sp, st.prompt, tt.opts)
@@ -395,7 +397,7 @@ func TestPUCB(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &searcher{opts: o, vr: newRange()}
+			s := &searcher{opts: o, vr: newRange(), batch: 1}
 			s.root = &node{static: -6, n: tt.parentN, children: tt.kids}
 			for _, k := range tt.kids {
 				s.vr.add(k.static)

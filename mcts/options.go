@@ -16,7 +16,6 @@ const (
 	DefaultMaxActions  = 100
 	DefaultTime        = 60 * time.Second
 	DefaultVirtualLoss = 1
-	DefaultHelpful     = 0.5
 	DefaultValueScale  = 0.1
 )
 
@@ -87,14 +86,13 @@ type Options struct {
 	// NormalizeUnit. 0 means DefaultValueScale (0.1: one unit of heuristic
 	// progress is worth 10, one lambda step 1).
 	ValueScale float64
-	// Helpful is the bonus, in heuristic units, of an action that FF's
-	// relaxed plan from the current state uses (a helpful action, or
-	// preferred operator) when a partial action is valued by its best
-	// completion: it leads the search across plateaus where no single
-	// action lowers h. 0 means DefaultHelpful; negative means none.
+	// Helpful, when positive, is a bonus in heuristic units for an action
+	// that FF's relaxed plan from the current state uses (a helpful action,
+	// or preferred operator) when a partial action is valued by its best
+	// completion, to lead the search across plateaus where no single action
+	// lowers h. 0 (the default) means none: with the max backup it did not
+	// pay on ALFWorld and PlanBench (see BENCHMARKS.md).
 	Helpful float64
-	// UnitHelpful computes helpful actions with unit action costs.
-	UnitHelpful bool
 	// Backup is BackupMax or BackupMean; "" means BackupMax.
 	Backup string
 	// NoLookahead values a node inside an action by the state before the
@@ -191,11 +189,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ValueScale == 0 {
 		o.ValueScale = DefaultValueScale
 	}
-	switch {
-	case o.Helpful == 0:
-		o.Helpful = DefaultHelpful
-	case o.Helpful < 0:
-		o.Helpful = 0
+	if o.Helpful < 0 {
+		return o, fmt.Errorf("mcts: helpful-action bonus %g is negative", o.Helpful)
 	}
 	if o.Backup == "" {
 		o.Backup = BackupMax

@@ -61,8 +61,9 @@ type Stats struct {
 	Nodes     int `json:"nodes"`
 	Terminals int `json:"terminals"`
 	Widened   int `json:"widened"`
-	// Collisions counts selections that reached a leaf already pending in
-	// the batch (wasted).
+	// Collisions counts selection walks that ended at a node with nothing
+	// left to select in the current batch (its live children all pending or
+	// blocked) and restarted from the root.
 	Collisions int `json:"collisions"`
 	// PromptTokens is the prompt's length; EvaluatedTokens every position
 	// the search's forward passes computed (prompt, tree tokens,
@@ -121,6 +122,7 @@ type searcher struct {
 	idxBuf  []int32
 	holders []*node // nodes holding a sequence (root first, pinned)
 	tick    int64
+	batch   int // number of the current batch (see node.blocked)
 	ctxLen  int
 	maxActs int
 
@@ -172,11 +174,7 @@ func searchTree(ctx context.Context, lm models.LM, sp *decoder.Space, prompt []i
 		start:     time.Now(),
 	}
 	if o.Helpful > 0 {
-		spec := "ff"
-		if o.UnitHelpful {
-			spec = "ff:unit"
-		}
-		h, err := heuristic.New(spec, sp.Task())
+		h, err := heuristic.New("ff", sp.Task())
 		if err != nil {
 			return nil, fmt.Errorf("mcts: helpful actions: %w", err)
 		}
@@ -312,35 +310,24 @@ func (s *searcher) stopReason() (string, bool) {
 	return "", false
 }
 
-// selectBatch selects up to Batch distinct leaves, each with virtual loss
-// on its path. Selections that reach a leaf already pending count as
-// collisions; after Batch of them the batch is closed as it is.
+// selectBatch selects up to Batch distinct fresh leaves, each adding a
+// virtual loss on its path so that the next selections look elsewhere
+// (see selectLeaf for how pending leaves are skipped).
 func (s *searcher) selectBatch() []*node {
+	s.batch++
 	var leaves []*node
 	want := s.opts.Batch
 	if s.opts.Simulations > 0 {
 		want = min(want, s.opts.Simulations-s.stats.Simulations)
 	}
-	var collided []*node
-	for len(leaves) < want && len(collided) < s.opts.Batch {
+	for len(leaves) < want {
 		leaf := s.selectLeaf()
 		if leaf == nil {
 			break
 		}
-		// A selection reaching a pending leaf is wasted; its virtual loss
-		// stays until the batch is formed so that the next selections look
-		// elsewhere.
+		leaf.phase, leaf.blocked = pending, s.batch
 		s.addVirtualLoss(leaf, s.opts.VirtualLoss)
-		if leaf.phase == pending {
-			collided = append(collided, leaf)
-			s.stats.Collisions++
-			continue
-		}
-		leaf.phase = pending
 		leaves = append(leaves, leaf)
-	}
-	for _, c := range collided {
-		s.addVirtualLoss(c, -s.opts.VirtualLoss)
 	}
 	return leaves
 }

@@ -67,6 +67,9 @@ type node struct {
 	// not yet evaluated (the node's sequence is kept for their forks).
 	live, unevaluated int
 	exhausted         bool
+	// blocked is the number of the batch in which this node was selected
+	// for evaluation or found with nothing left to select (see selectLeaf).
+	blocked int
 
 	// The model sequence holding this node's prefix, when kept.
 	seq    models.SeqID
@@ -138,8 +141,8 @@ func (s *searcher) q(c *node) float64 {
 	return s.vr.norm(stat)
 }
 
-// pick returns the child of n with the highest PUCB score among those not
-// exhausted, or nil.
+// pick returns the child of n with the highest PUCB score among those
+// neither exhausted nor blocked in the current batch, or nil.
 func (s *searcher) pick(n *node) *node {
 	visits := float64(n.n + n.vl)
 	c := s.opts.C
@@ -150,7 +153,7 @@ func (s *searcher) pick(n *node) *node {
 	var best *node
 	bestScore := math.Inf(-1)
 	for _, ch := range n.children {
-		if ch.exhausted {
+		if ch.exhausted || ch.blocked == s.batch {
 			continue
 		}
 		score := s.q(ch) + u*ch.prior/float64(1+ch.n+ch.vl)
@@ -161,12 +164,16 @@ func (s *searcher) pick(n *node) *node {
 	return best
 }
 
-// selectLeaf walks from the root by PUCB to a node not yet expanded. It
-// returns nil when the root is exhausted.
+// selectLeaf walks from the root by PUCB to a fresh node (not expanded,
+// not pending). Within a batch, pending leaves and nodes whose live
+// children are all blocked are blocked: the walk skips them, and when it
+// reaches a node with nothing left to choose it blocks that node and starts
+// again from the root (counted in Stats.Collisions). It returns nil when
+// the root is exhausted or blocked.
 func (s *searcher) selectLeaf() *node {
 	n := s.root
 	for {
-		if n.exhausted {
+		if n.exhausted || n.blocked == s.batch {
 			return nil
 		}
 		if n.phase != expanded {
@@ -174,9 +181,12 @@ func (s *searcher) selectLeaf() *node {
 		}
 		c := s.pick(n)
 		if c == nil {
-			// Cannot happen: a node whose children are all exhausted is
-			// exhausted itself. Mark it so and restart.
-			s.exhaust(n)
+			if n.live == 0 {
+				s.exhaust(n) // (cannot happen: exhausted when the last child was)
+			} else {
+				n.blocked = s.batch
+				s.stats.Collisions++
+			}
 			n = s.root
 			continue
 		}
