@@ -8,7 +8,7 @@ export CGO_CXXFLAGS := -O3 -march=$(NESY_MARCH)
 
 GO ?= go
 
-.PHONY: build test vet fmt demo
+.PHONY: build test demo
 
 build:
 	$(GO) build -o bin/nesy ./cmd/nesy
@@ -17,3 +17,13 @@ test:
 	$(GO) vet ./...
 	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) test -timeout 40m ./...
+
+# The main job on a fresh machine: build, generate a tiny random-weight qwen3
+# model (with the real Qwen3 vocabulary when ../shared/tokenizers is there),
+# and let constrained MCTS write a plan for the example task; the plan is
+# re-validated before it is printed.
+DEMO_TOKENIZER ?= $(wildcard ../shared/tokenizers/qwen3/tokenizer.json)
+demo: build
+	./bin/nesy mkmodel --arch qwen3 --seed 1 --out bin/demo-qwen3.gguf $(if $(DEMO_TOKENIZER),--tokenizer $(DEMO_TOKENIZER))
+	./bin/nesy plan --domain examples/blocks/domain.pddl --problem examples/blocks/problem.pddl \
+		--model bin/demo-qwen3.gguf --method cmcts --seconds 60 --json
