@@ -256,6 +256,31 @@ func TestFewSequenceSlots(t *testing.T) {
 	}
 }
 
+// TestShareBelowBatch: with fewer sequence slots than a batch has leaves
+// (a server request's share of the engine), a batch must not evict the
+// sources of its own leaves, or its leaves recompute their paths from far
+// up the tree. With 16 slots the search may evaluate at most 6 times the
+// tree tokens it does with 128 (measured: 4.4x; 11.5x before a batch kept
+// its sources).
+func TestShareBelowBatch(t *testing.T) {
+	path := modelPath(t, "tiny", tinySpec)
+	lex := loadTask(t, "", alfworldGames(t)[3])
+	tree := map[int]int64{}
+	for _, slots := range []int{16, 128} {
+		lm, idx := loadModel(t, path, models.Options{Sequences: slots})
+		st := newSetup(t, lm, idx, lex, decoder.SpaceOptions{})
+		res := st.search(t, Options{Batch: 16, Simulations: 400, Exhaust: true})
+		tree[slots] = res.Stats.EvaluatedTokens - int64(len(st.prompt))
+		t.Logf("%d slots: %d simulations, %d evictions, %d tree tokens, %d recomputed", slots, res.Stats.Simulations, res.Stats.Evictions, tree[slots], res.Stats.RecomputedTokens)
+		if slots == 16 && res.Stats.Evictions == 0 {
+			t.Fatalf("no evictions with %d slots: the share was never hit (%+v)", slots, res.Stats)
+		}
+	}
+	if tree[16] > 6*tree[128] {
+		t.Errorf("with 16 slots the search evaluated %d tree tokens, with 128 slots %d: evictions thrash", tree[16], tree[128])
+	}
+}
+
 func TestBatching(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{Sequences: 64})
 	st := newSetup(t, lm, idx, loadTask(t, "", alfworldGames(t)[3]), decoder.SpaceOptions{})

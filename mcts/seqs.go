@@ -97,6 +97,16 @@ func (s *searcher) evictOne(keep ...*node) bool {
 	return true
 }
 
+// source returns the nearest ancestor of leaf that holds a sequence (the
+// root always does).
+func source(leaf *node) *node {
+	src := leaf.parent
+	for !src.hasSeq {
+		src = src.parent
+	}
+	return src
+}
+
 // request is one leaf's evaluation.
 type request struct {
 	leaf *node
@@ -107,11 +117,14 @@ type request struct {
 // prepare forks a sequence for the leaf from its nearest holding ancestor
 // and gathers the tokens to evaluate. It returns false when no slot could
 // be freed (the leaf waits for a later batch).
-func (s *searcher) prepare(leaf *node) (request, bool, error) {
-	src := leaf.parent
-	for !src.hasSeq {
-		src = src.parent
-	}
+//
+// keep are the sources of the batch's leaves (src among them): evicting one
+// would make its leaf recompute its path from an older ancestor (with a
+// small share of slots, a batch that evicts its own sources thrashes). When
+// the batch is still empty (first) and only kept sources hold sequences,
+// any of them but src may go, so that the batch gets at least one leaf.
+func (s *searcher) prepare(leaf *node, keep []*node, first bool) (request, bool, error) {
+	src := source(leaf)
 	var path []*node
 	for x := leaf; x != src; x = x.parent {
 		path = append(path, x)
@@ -131,7 +144,7 @@ func (s *searcher) prepare(leaf *node) (request, bool, error) {
 		if !errors.Is(err, models.ErrNoSequences) {
 			return request{}, false, fmt.Errorf("mcts: fork: %w", err)
 		}
-		if !s.evictOne(src) {
+		if !s.evictOne(keep...) && (!first || !s.evictOne(src)) {
 			return request{}, false, nil
 		}
 	}
@@ -145,8 +158,12 @@ func (s *searcher) evaluate(leaves []*node) ([][]float32, error) {
 	rows := make([][]float32, len(leaves))
 	var batch []request
 	var at []int
+	keep := make([]*node, 0, len(leaves))
+	for _, leaf := range leaves {
+		keep = append(keep, source(leaf))
+	}
 	for i, leaf := range leaves {
-		r, ok, err := s.prepare(leaf)
+		r, ok, err := s.prepare(leaf, keep, len(batch) == 0)
 		if err != nil {
 			s.drop(batch)
 			return nil, err

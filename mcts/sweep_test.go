@@ -27,7 +27,9 @@ import (
 // summary to $NESY_SWEEP_OUT/summary.md (default folder:
 // $TMPDIR/nesy-mcts-sweep).
 //
-// Environment: NESY_SWEEP_METHODS (default "cmcts,cgreedy,mcts"),
+// Environment: NESY_SWEEP_METHODS (default "cmcts,cgreedy,mcts"; also
+// "cgreedy-goal", constrained greedy that may end only at the goal, and
+// "greedy"),
 // NESY_SWEEP_SECONDS (cmcts budget per task, default 60),
 // NESY_SWEEP_MCTS_SECONDS (unconstrained budget, default 10),
 // NESY_SWEEP_SUITES ("alfworld,planbench"), NESY_SWEEP_LIMIT (tasks per
@@ -160,8 +162,13 @@ func runSweepTask(t *testing.T, lm models.LM, dec *decoder.Decoder, tk sweepTask
 	rec := sweepRecord{Task: tk.name, Suite: tk.suite, Method: method}
 	ctx := context.Background()
 	switch method {
-	case "cgreedy", "greedy":
-		r, err := dec.Decode(ctx, decoder.Request{Lexicon: tk.lex, Prompt: popts, Space: space}, decoder.Options{Constrained: method == "cgreedy"})
+	case "cgreedy", "greedy", "cgreedy-goal":
+		if method == "cgreedy-goal" {
+			// The plan may end only where the goal holds: greedy decoding
+			// cannot stop early by writing an end token.
+			space.EndPolicy = decoder.EndAtGoal
+		}
+		r, err := dec.Decode(ctx, decoder.Request{Lexicon: tk.lex, Prompt: popts, Space: space}, decoder.Options{Constrained: method != "greedy"})
 		if err != nil {
 			t.Fatalf("%s: %v", tk.name, err)
 		}

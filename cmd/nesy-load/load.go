@@ -30,6 +30,7 @@ type config struct {
 	requests    int
 	concurrency int
 	slots       int
+	sequences   int
 	threads     int
 	method      string
 	end         string
@@ -171,7 +172,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 	srv, err := server.New(ctx, server.Options{
 		Model: cfg.model, NoOllamaStore: true, MaxConcurrent: cfg.slots, MaxQueue: cfg.requests,
 		QueueTimeout: cfg.timeout, Logger: cfg.log,
-		Engine: models.Options{Threads: cfg.threads, NoMerge: cfg.noBatch, Sequences: max(64, 4*cfg.slots), Logger: cfg.log},
+		Engine: models.Options{Threads: cfg.threads, NoMerge: cfg.noBatch, Sequences: cfg.sequences, Logger: cfg.log},
 	})
 	if err != nil {
 		return report{}, err

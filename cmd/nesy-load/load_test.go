@@ -25,7 +25,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, noBatch := range []bool{false, true} {
-		cfg := config{model: model, requests: 16, concurrency: 16, slots: 8, threads: 1, method: "cgreedy", end: "any",
+		cfg := config{model: model, requests: 16, concurrency: 16, slots: 8, sequences: 64, threads: 1, method: "cgreedy", end: "any",
 			temperature: 0.7, maxActions: 10, seconds: 300, noBatch: noBatch, timeout: 5 * time.Minute, workload: work,
 			log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		rep, err := run(context.Background(), cfg)
