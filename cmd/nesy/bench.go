@@ -274,7 +274,7 @@ func sharedPath(rel string) (string, error) {
 	}
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("bench: %w", err)
+		return "", fmt.Errorf("tiny model: %w", err)
 	}
 	for {
 		p := filepath.Join(filepath.Dir(dir), "shared", rel)
@@ -304,7 +304,7 @@ func ensureTinyModel(log io.Writer, tokenizer string, seed uint64) (string, erro
 	if tokenizer != "" {
 		st, err := os.Stat(tokenizer)
 		if err != nil {
-			return "", fmt.Errorf("bench: tokenizer: %w", err)
+			return "", fmt.Errorf("tiny model: tokenizer: %w", err)
 		}
 		vocab = fmt.Sprintf("hf%x", st.Size())
 	}
@@ -318,23 +318,23 @@ func ensureTinyModel(log io.Writer, tokenizer string, seed uint64) (string, erro
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("bench: %w", err)
+		return "", fmt.Errorf("tiny model: %w", err)
 	}
 	if tokenizer != "" {
 		t, err := gguf.FromHF(tokenizer)
 		if err != nil {
-			return "", fmt.Errorf("bench: %w", err)
+			return "", fmt.Errorf("tiny model: %w", err)
 		}
 		spec.Tokenizer = t
 	}
-	fmt.Fprintf(log, "bench: writing the tiny model %s (%s vocabulary)\n", path, map[bool]string{true: tokenizer, false: "synthetic"}[tokenizer != ""])
+	fmt.Fprintf(log, "nesy: writing the tiny model %s (%s vocabulary)\n", path, map[bool]string{true: tokenizer, false: "synthetic"}[tokenizer != ""])
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 	if err := gguf.Write(tmp, spec); err != nil {
-		return "", fmt.Errorf("bench: %w", err)
+		return "", fmt.Errorf("tiny model: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("bench: %w", err)
+		return "", fmt.Errorf("tiny model: %w", err)
 	}
 	return path, nil
 }

@@ -94,8 +94,10 @@ Methods:
   mcts     token-level tree search over the model's whole vocabulary
   cmcts    token-level tree search over executable prefixes (the default)
 
---model takes a GGUF file or the name of a model pulled into the local Ollama
-store (e.g. qwen3:4b). --problem may be an ALFWorld game.tw-pddl file; without
+--model takes a GGUF file, the name of a model pulled into the local Ollama
+store (e.g. qwen3:4b), or "tiny": a random-weight qwen3 model generated once
+into the user cache folder (with the real Qwen3 vocabulary when
+../shared/tokenizers is found), which needs no download. --problem may be an ALFWorld game.tw-pddl file; without
 --domain its embedded domain, TextWorld's command forms and object names, and
 its goal in words are used. Other domains use the built-in lexicon of the
 domain (ALFWorld, VirtualHome, Blocksworld) or the default "name arg1 arg2"
@@ -116,7 +118,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
 	fl.StringVar(&f.problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
-	fl.StringVar(&f.model, "model", "", "GGUF file or Ollama model name")
+	fl.StringVar(&f.model, "model", "", `GGUF file, Ollama model name, or "tiny" (a generated random-weight qwen3, cached)`)
 	fl.StringVar(&f.method, "method", methodCMCTS, "greedy, cgreedy, mcts or cmcts")
 	fl.StringVar(&f.lexicon, "lexicon", "", "lexicon JSON file (action and object text)")
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
@@ -195,7 +197,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if f.method == methodMCTS || f.method == methodCMCTS {
 		mopts.Sequences = mcts.SuggestedSequences
 	}
-	lm, err := models.Load(ctx, f.model, mopts)
+	path := f.model
+	if path == tinyModel {
+		if path, err = ensureTinyModel(errw, "", f.seed); err != nil {
+			return inputError(err)
+		}
+	}
+	lm, err := models.Load(ctx, path, mopts)
 	if err != nil {
 		return inputError(fmt.Errorf("loading the model: %w", err))
 	}

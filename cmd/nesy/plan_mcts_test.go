@@ -99,3 +99,36 @@ func TestPlanCLIMCTS(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanCLITinyModel: --model tiny generates the random-weight model once
+// into the user cache folder, and plans with it like with any GGUF file.
+func TestPlanCLITinyModel(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	args := []string{"plan", "--model", "tiny", "--method", "cmcts", "--simulations", "2000", "--threads", "1", "--json",
+		"--domain", "../../examples/blocks/domain.pddl", "--problem", "../../examples/blocks/problem.pddl"}
+	var first os.FileInfo
+	for run := 0; run < 2; run++ {
+		out, stderr, code := runPlanCLI(t, args...)
+		var res planJSON
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s\n%s", err, out, stderr)
+		}
+		if code != 0 || !res.Valid || !res.GoalReached || len(res.Plan) == 0 {
+			t.Fatalf("run %d: exit %d, valid %v, goal %v\n%s\n%s", run, code, res.Valid, res.GoalReached, out, stderr)
+		}
+		files, _ := filepath.Glob(filepath.Join(cache, "nesy", "tiny-qwen3-*.gguf"))
+		if len(files) != 1 {
+			t.Fatalf("run %d: tiny models in the cache: %v", run, files)
+		}
+		st, err := os.Stat(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run == 0 {
+			first = st
+		} else if !st.ModTime().Equal(first.ModTime()) {
+			t.Errorf("the tiny model was written again on the second run")
+		}
+	}
+}
