@@ -256,7 +256,7 @@ func (r *runner) direct(ctx context.Context, ep *envs.Episode, rec *Record) erro
 	lex := ep.Lexicon()
 	var b strings.Builder
 	b.WriteString("Commands you can give, written exactly in one of these forms (<...> stands for an object's name):\n")
-	for _, f := range commandForms(lex) {
+	for _, f := range lex.ActionForms() {
 		b.WriteString("- " + f + "\n")
 	}
 	b.WriteString("\n" + strings.TrimSpace(obs.Text) + "\n")
@@ -343,31 +343,4 @@ func (r *runner) direct(ctx context.Context, ep *envs.Episode, rec *Record) erro
 		}
 	}
 	return nil
-}
-
-// commandForms lists the action schemas of the lexicon's task in its words
-// ("take <o> from <r>"), sorted, without duplicates.
-func commandForms(lex *lexicon.Bound) []string {
-	task := lex.Task()
-	tmpl := lex.Lexicon().Actions
-	seen := map[string]bool{}
-	var out []string
-	for schema, params := range task.Params {
-		slots := make([]string, len(params))
-		for i, p := range params {
-			slots[i] = "<" + p + ">"
-		}
-		form := strings.TrimSpace(schema + " " + strings.Join(slots, " "))
-		if src, ok := tmpl[schema]; ok {
-			if t, err := lexicon.ParseTemplate(src, params, 0); err == nil {
-				form = t.Execute(slots, nil)
-			}
-		}
-		if !seen[form] {
-			seen[form] = true
-			out = append(out, form)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -343,7 +343,7 @@ func TestPromptContents(t *testing.T) {
 				task := tt.task()
 				for schema := range task.Params {
 					found := false
-					for _, f := range actionForms(tt.lex) {
+					for _, f := range tt.lex.ActionForms() {
 						found = found || strings.Contains(user, "- "+f+"\n")
 					}
 					if !found {
@@ -353,8 +353,8 @@ func TestPromptContents(t *testing.T) {
 				// Every applicable action's text must fit one of the listed forms
 				// (same words where the form has no placeholder).
 				for _, ch := range tt.lex.Applicable(task.Init) {
-					if !fitsSomeForm(ch.Text, actionForms(tt.lex)) {
-						t.Fatalf("%s: %q fits no listed form %v", tt.name, ch.Text, actionForms(tt.lex))
+					if !fitsSomeForm(ch.Text, tt.lex.ActionForms()) {
+						t.Fatalf("%s: %q fits no listed form %v", tt.name, ch.Text, tt.lex.ActionForms())
 					}
 				}
 				for _, f := range task.Init.Facts() {

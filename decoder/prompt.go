@@ -70,7 +70,7 @@ func Messages(lex *lexicon.Bound, opts PromptOptions) []models.Message {
 
 	b.WriteString("Actions you can take, one per line, written exactly in one of these forms " +
 		"(<...> stands for an object's name):\n")
-	for _, f := range actionForms(lex) {
+	for _, f := range lex.ActionForms() {
 		b.WriteString("- " + f + "\n")
 	}
 
@@ -126,34 +126,6 @@ func BuildPrompt(lm models.LM, lex *lexicon.Bound, opts PromptOptions) (*Prompt,
 		return nil, fmt.Errorf("decoder: the prompt has no tokens")
 	}
 	return &Prompt{Messages: msgs, Text: text, Tokens: toks, Think: opts.Think && lm.Info().Thinking}, nil
-}
-
-// actionForms lists the action schemas of the task in the lexicon's words,
-// with each parameter shown as <name>: "take <o> from <r>", or in the
-// default form "pick-up <x>". Sorted, without duplicates.
-func actionForms(lex *lexicon.Bound) []string {
-	task := lex.Task()
-	tmpl := lex.Lexicon().Actions
-	seen := map[string]bool{}
-	var out []string
-	for schema, params := range task.Params {
-		slots := make([]string, len(params))
-		for i, p := range params {
-			slots[i] = "<" + p + ">"
-		}
-		form := strings.TrimSpace(schema + " " + strings.Join(slots, " "))
-		if src, ok := tmpl[schema]; ok {
-			if t, err := lexicon.ParseTemplate(src, params, 0); err == nil {
-				form = t.Execute(slots, nil)
-			}
-		}
-		if !seen[form] {
-			seen[form] = true
-			out = append(out, form)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // objectNames returns the display names of the objects the model may write:

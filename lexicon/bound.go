@@ -217,3 +217,30 @@ func (b *Bound) NameCollisions() map[string][]string {
 	}
 	return out
 }
+
+// ActionForms lists the action schemas of the task in the lexicon's words,
+// each parameter shown as <name>: "take <o> from <r>", or in the default
+// form "pick-up <ob>" (the domain's parameter names) where the lexicon has no template. Sorted, without
+// duplicates (the command list of a prompt).
+func (b *Bound) ActionForms() []string {
+	seen := map[string]bool{}
+	var out []string
+	for schema, params := range b.task.Params {
+		slots := make([]string, len(params))
+		for i, p := range params {
+			slots[i] = "<" + p + ">"
+		}
+		form := strings.TrimSpace(schema + " " + strings.Join(slots, " "))
+		if src, ok := b.lex.Actions[schema]; ok {
+			if t, err := ParseTemplate(src, params, 0); err == nil {
+				form = t.Execute(slots, nil)
+			}
+		}
+		if !seen[form] {
+			seen[form] = true
+			out = append(out, form)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

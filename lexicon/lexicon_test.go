@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -493,5 +495,54 @@ func BenchmarkApplicableALFWorld(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_ = bound.Applicable(task.Init)
+	}
+}
+
+// TestActionForms: the forms are sorted and distinct, at most one per
+// schema, "name <p1> <p2>" (the domain's parameter names) without a lexicon, and every ground action's text
+// fits some form of its task (each <param> standing for one or more words).
+func TestActionForms(t *testing.T) {
+	var none *Lexicon
+	bw := blocksworld(t, 2)
+	tests := []struct {
+		name string
+		lex  func(*pddl.Task) *Lexicon
+		task func(t *testing.T) *pddl.Task
+	}{
+		{"blocksworld default", func(*pddl.Task) *Lexicon { return none }, func(*testing.T) *pddl.Task { return bw }},
+		{"blocksworld built-in", ForTask, func(*testing.T) *pddl.Task { return bw }},
+		{"alfworld", ForTask, func(t *testing.T) *pddl.Task { return groundGame(t, alfworldGames(t)[0]) }},
+	}
+	param := regexp.MustCompile(`<[^>]+>`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			task := tt.task(t)
+			lex := tt.lex(task)
+			b, err := lex.Bind(task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forms := b.ActionForms()
+			if !sort.StringsAreSorted(forms) || len(forms) == 0 || len(forms) > len(task.Params) {
+				t.Fatalf("%d forms for %d schemas: %q", len(forms), len(task.Params), forms)
+			}
+			if lex == nil && !slices.Contains(forms, "stack <ob> <underob>") {
+				t.Fatalf("default forms %q lack the domain's \"stack <ob> <underob>\"", forms)
+			}
+			var res []*regexp.Regexp
+			for i, f := range forms {
+				if i > 0 && forms[i-1] == f {
+					t.Fatalf("duplicate form %q", f)
+				}
+				pat := param.ReplaceAllString(regexp.QuoteMeta(f), `\S+(?: \S+)*`)
+				res = append(res, regexp.MustCompile("^"+pat+"$"))
+			}
+			for a := range task.Actions {
+				text := b.Text(a)
+				if !slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(text) }) {
+					t.Fatalf("%q fits no form of %q", text, forms)
+				}
+			}
+		})
 	}
 }
