@@ -220,8 +220,8 @@ func (b *Bound) NameCollisions() map[string][]string {
 
 // ActionForms lists the action schemas of the task in the lexicon's words,
 // each parameter shown as <name>: "take <o> from <r>", or in the default
-// form "pick-up <ob>" (the domain's parameter names) where the lexicon has no template. Sorted, without
-// duplicates (the command list of a prompt).
+// form "pick-up <ob>" (the domain's parameter names) where the lexicon has
+// no template. Sorted, without duplicates (the command list of a prompt).
 func (b *Bound) ActionForms() []string {
 	seen := map[string]bool{}
 	var out []string
