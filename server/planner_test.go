@@ -62,3 +62,21 @@ func TestRequestLMShare(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultSequences: without Engine.Sequences each running request gets
+// SequencesPerRequest slots, and a request's share is exactly that.
+func TestDefaultSequences(t *testing.T) {
+	for _, concurrent := range []int{1, 3} {
+		ts := startServer(t, Options{MaxConcurrent: concurrent})
+		if code, _, body := ts.do("GET", "/v1/models", nil); code != 200 {
+			t.Fatalf("GET /v1/models: %d %s", code, body)
+		}
+		st := ts.engine().Stats()
+		if want := SequencesPerRequest * concurrent; st.SequenceSlots != want {
+			t.Errorf("max concurrent %d: %d sequence slots, want %d", concurrent, st.SequenceSlots, want)
+		}
+		if q := newRequestLM(ts.engine(), concurrent).quota; q != SequencesPerRequest {
+			t.Errorf("max concurrent %d: a request's share is %d, want %d", concurrent, q, SequencesPerRequest)
+		}
+	}
+}

@@ -77,7 +77,9 @@ type Options struct {
 	// its context ends before cancelling them; 0 means 30 seconds.
 	ShutdownTimeout time.Duration
 	// Engine configures every model load (threads, context length, sequence
-	// slots, NoMerge to turn cross-request batching off, ...).
+	// slots, NoMerge to turn cross-request batching off, ...). Sequences 0
+	// means SequencesPerRequest times MaxConcurrent (each running request
+	// may hold its share, see requestLM), and MaxLogits 0 means 128.
 	Engine models.Options
 	// GPUStats reads GPU utilization, memory and temperature for /metrics;
 	// nil means none are exported. cmd/nesy passes NVML readings (package
@@ -99,6 +101,15 @@ type GPUStat struct {
 	TemperatureC float64
 }
 
+// SequencesPerRequest is the default share of KV-cache sequence slots per
+// running request. A tree search keeps the sequences of recently evaluated
+// nodes for their children's forks and recomputes the prefixes of evicted
+// ones: in the load test (16 cmcts requests, 4 running) a share of 32 made
+// the requests evaluate 1.7 times the tokens of a share of 64 and take 10%
+// longer, and 128 saved nothing more (BENCHMARKS.md, server section). A slot
+// costs bookkeeping only: the KV cells are shared (Engine.CacheSize).
+const SequencesPerRequest = 64
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -106,6 +117,8 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	def(&o.MaxConcurrent, 4)
+	def(&o.Engine.Sequences, SequencesPerRequest*o.MaxConcurrent)
+	def(&o.Engine.MaxLogits, 128)
 	def(&o.MaxQueue, 64)
 	o.MaxQueue = max(o.MaxQueue, 0)
 	def(&o.MaxPDDLBytes, 1<<20)

@@ -35,7 +35,7 @@ func main() {
 	flag.IntVar(&cfg.requests, "requests", 64, "plan requests to send")
 	flag.IntVar(&cfg.concurrency, "concurrency", 64, "requests in flight at once")
 	flag.IntVar(&cfg.slots, "max-concurrent", 16, "the server's --max-concurrent (requests running on the engine at once)")
-	flag.IntVar(&cfg.sequences, "sequences", 128, "the server's --sequences (KV-cache sequence slots, shared by all requests; each request may hold sequences/max-concurrent)")
+	flag.IntVar(&cfg.sequences, "sequences", 0, "the server's --sequences (KV-cache sequence slots, shared by all requests; each request may hold sequences/max-concurrent); 0: the server's default, 64 per --max-concurrent request")
 	flag.IntVar(&cfg.threads, "threads", 0, "engine threads (0: all cores)")
 	flag.StringVar(&cfg.method, "method", "cgreedy", "planning method")
 	flag.StringVar(&cfg.end, "end", "any", "end policy of constrained plans (any or goal)")
