@@ -97,7 +97,9 @@ Methods:
 --model takes a GGUF file, the name of a model pulled into the local Ollama
 store (e.g. qwen3:4b), or "tiny": a random-weight qwen3 model generated once
 into the user cache folder (with the real Qwen3 vocabulary when
-../shared/tokenizers is found), which needs no download. --problem may be an ALFWorld game.tw-pddl file; without
+../shared/tokenizers is found), which needs no download.
+
+--problem may be an ALFWorld game.tw-pddl file; without
 --domain its embedded domain, TextWorld's command forms and object names, and
 its goal in words are used. Other domains use the built-in lexicon of the
 domain (ALFWorld, VirtualHome, Blocksworld) or the default "name arg1 arg2"
