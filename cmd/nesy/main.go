@@ -5,11 +5,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nesy-dev/nesy/pddl"
 	"github.com/spf13/cobra"
 )
 
@@ -18,6 +22,33 @@ import (
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// exitCode is nil for 0, else the exitError with the code.
+func exitCode(code int) error {
+	if code != 0 {
+		return exitError{code}
+	}
+	return nil
+}
+
+// writeJSON prints v as one line of JSON (the --json output of the
+// commands; their result types always marshal).
+func writeJSON(w io.Writer, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintln(w, string(b))
+}
+
+// printInputError reports unreadable input on w: a PDDL error list with
+// each error's file:line:col and source line, anything else on one line
+// after the command's name.
+func printInputError(w io.Writer, command string, err error) {
+	var el pddl.ErrorList
+	if errors.As(err, &el) {
+		fmt.Fprint(w, el.Detail())
+		return
+	}
+	fmt.Fprintf(w, "nesy %s: %v\n", command, err)
+}
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{

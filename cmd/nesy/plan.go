@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -157,21 +156,12 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	res := planJSON{Method: f.method, Model: f.model, Plan: []string{}, Actions: []string{}}
 	report := func(code int) error {
 		if f.asJSON {
-			b, _ := json.Marshal(res)
-			fmt.Fprintln(out, string(b))
+			writeJSON(out, res)
 		}
-		if code != 0 {
-			return exitError{code}
-		}
-		return nil
+		return exitCode(code)
 	}
 	inputError := func(err error) error {
-		var el pddl.ErrorList
-		if errors.As(err, &el) {
-			fmt.Fprint(errw, el.Detail())
-		} else {
-			fmt.Fprintln(errw, "nesy plan:", err)
-		}
+		printInputError(errw, "plan", err)
 		res.Error = err.Error()
 		return report(2)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -67,8 +66,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			report := func(code int) error {
 				res.Seconds = time.Since(start).Seconds()
 				if asJSON {
-					b, _ := json.Marshal(res)
-					fmt.Fprintln(out, string(b))
+					writeJSON(out, res)
 				} else {
 					for _, a := range res.Plan {
 						fmt.Fprintln(out, a)
@@ -78,18 +76,10 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 							res.Status, len(res.Plan), res.Cost, res.Expanded, res.Evaluated, res.Seconds, res.Search, res.Heuristic)
 					}
 				}
-				if code != 0 {
-					return exitError{code}
-				}
-				return nil
+				return exitCode(code)
 			}
 			inputError := func(err error) error {
-				var el pddl.ErrorList
-				if errors.As(err, &el) {
-					fmt.Fprint(errw, el.Detail())
-				} else {
-					fmt.Fprintln(errw, "nesy solve:", err)
-				}
+				printInputError(errw, "solve", err)
 				res.Status, res.Error = "error", err.Error()
 				return report(2)
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -37,21 +36,12 @@ when --domain is omitted.`,
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			report := func(res validateJSON, code int) error {
 				if asJSON {
-					b, _ := json.Marshal(res)
-					fmt.Fprintln(out, string(b))
+					writeJSON(out, res)
 				}
-				if code != 0 {
-					return exitError{code}
-				}
-				return nil
+				return exitCode(code)
 			}
 			inputError := func(err error) error {
-				var el pddl.ErrorList
-				if errors.As(err, &el) {
-					fmt.Fprint(errw, el.Detail())
-				} else {
-					fmt.Fprintln(errw, "nesy validate:", err)
-				}
+				printInputError(errw, "validate", err)
 				return report(validateJSON{Error: err.Error()}, 2)
 			}
 			if problem == "" || plan == "" {
