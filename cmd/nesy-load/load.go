@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nesy-dev/nesy/examples"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/server"
@@ -93,29 +94,8 @@ func (r report) String() string {
 	return b.String()
 }
 
-// builtinDomain/builtinProblems are used when no PlanBench folder exists.
-const builtinDomain = `(define (domain blocksworld-4ops)
-  (:requirements :strips)
-  (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
-  (:action pick-up :parameters (?ob)
-    :precondition (and (clear ?ob) (ontable ?ob) (handempty))
-    :effect (and (holding ?ob) (not (clear ?ob)) (not (ontable ?ob)) (not (handempty))))
-  (:action put-down :parameters (?ob)
-    :precondition (holding ?ob)
-    :effect (and (clear ?ob) (handempty) (ontable ?ob) (not (holding ?ob))))
-  (:action stack :parameters (?ob ?underob)
-    :precondition (and (clear ?underob) (holding ?ob))
-    :effect (and (handempty) (clear ?ob) (on ?ob ?underob) (not (clear ?underob)) (not (holding ?ob))))
-  (:action unstack :parameters (?ob ?underob)
-    :precondition (and (on ?ob ?underob) (clear ?ob) (handempty))
-    :effect (and (holding ?ob) (clear ?underob) (not (on ?ob ?underob)) (not (clear ?ob)) (not (handempty)))))`
-
-const builtinProblem = `(define (problem bw-3) (:domain blocksworld-4ops) (:objects a b c)
-  (:init (handempty) (on a b) (ontable b) (ontable c) (clear a) (clear c))
-  (:goal (and (on b c))))`
-
 // loadWorkload reads n PlanBench instances (instance-1 ... instance-n), or
-// the built-in task when the folder is absent.
+// the example task (examples/blocks) when the folder is absent.
 func loadWorkload(dir string, n int) ([]task, error) {
 	if dir == "" {
 		shared := os.Getenv("NESY_SHARED")
@@ -137,7 +117,7 @@ func loadWorkload(dir string, n int) ([]task, error) {
 	var out []task
 	domain, err := os.ReadFile(filepath.Join(dir, "domain.pddl"))
 	if err != nil {
-		out = append(out, task{name: "builtin-bw-3", domain: builtinDomain, problem: builtinProblem})
+		out = append(out, task{name: "examples/blocks", domain: examples.BlocksDomain, problem: examples.BlocksProblem})
 	} else {
 		for i := 1; len(out) < n && i <= 10*n; i++ {
 			name := fmt.Sprintf("instance-%d", i)

@@ -43,7 +43,7 @@ func main() {
 	flag.IntVar(&cfg.maxActions, "max-actions", 20, "plan length budget")
 	flag.IntVar(&cfg.simulations, "simulations", 0, "MCTS simulation budget")
 	flag.Float64Var(&cfg.seconds, "seconds", 60, "planner seconds budget per request")
-	flag.StringVar(&cfg.instances, "instances", "", "PlanBench Blocksworld folder (domain.pddl, instances/); default $NESY_SHARED/datasets/planbench-blocksworld or ../shared beside the repository; a built-in task when absent")
+	flag.StringVar(&cfg.instances, "instances", "", "PlanBench Blocksworld folder (domain.pddl, instances/); default $NESY_SHARED/datasets/planbench-blocksworld or ../shared beside the repository; the example task examples/blocks when absent")
 	flag.IntVar(&cfg.tasks, "tasks", 16, "distinct instances to cycle through")
 	flag.StringVar(&modes, "modes", "on,off", "cross-request batching modes to run, in order: on, off")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "per-request timeout")
