@@ -3,6 +3,7 @@ package mcts
 import (
 	"context"
 	"errors"
+	"github.com/nesy-dev/nesy/constraint"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,6 +42,15 @@ func bwProblem(init, goal string) string {
   (:init (handempty) ` + init + `)
   (:goal (and ` + goal + `)))`
 }
+
+// bwWide is ten blocks on the table with the goal of bwReverse: a space no
+// budget in these tests can exhaust (tens of thousands of states), so a
+// budget, not exhaustion, ends every search on it on any machine.
+const bwWide = `(define (problem p) (:domain blocksworld-4ops) (:objects a b c d e f g h i j)
+  (:init (handempty) (ontable a) (ontable b) (ontable c) (ontable d) (ontable e) (ontable f) (ontable g)
+    (ontable h) (ontable i) (ontable j) (clear a) (clear b) (clear c) (clear d) (clear e) (clear f) (clear g)
+    (clear h) (clear i) (clear j))
+  (:goal (and (on a b) (on b c) (on c d) (on d e) (on e f) (on f g) (on g h) (on h i) (on i j))))`
 
 // Problems: c on b on a from all on the table (4 actions); the reverse of
 // a tower of four (6 actions); a goal that holds initially.
@@ -81,13 +91,13 @@ type setup struct {
 	lm     *models.Engine
 	idx    *trie.Index
 	lex    *lexicon.Bound
-	sp     *decoder.Space
+	sp     *constraint.Space
 	prompt []int32
 }
 
-func newSetup(t testing.TB, lm *models.Engine, idx *trie.Index, lex *lexicon.Bound, space decoder.SpaceOptions) setup {
+func newSetup(t testing.TB, lm *models.Engine, idx *trie.Index, lex *lexicon.Bound, space constraint.Options) setup {
 	t.Helper()
-	sp, err := decoder.NewSpace(idx, lex, space)
+	sp, err := constraint.New(idx, lex, space)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +187,7 @@ func TestSearchReachesGoal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := newSetup(t, lm, idx, inlineTask(t, tt.problem), decoder.SpaceOptions{})
+			st := newSetup(t, lm, idx, inlineTask(t, tt.problem), constraint.Options{})
 			tt.opts.Simulations = 3000
 			res := st.search(t, tt.opts)
 			if !res.GoalReached || res.Stop != StopGoal {
@@ -192,7 +202,7 @@ func TestSearchReachesGoal(t *testing.T) {
 
 func TestGoalHoldsInitially(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwDone), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwDone), constraint.Options{})
 	res := st.search(t, Options{})
 	if !res.GoalReached || len(res.Plan) != 0 || res.Stop != StopGoal || res.Stats.ModelCalls != 0 {
 		t.Errorf("goal at start: plan %v, goal %v, stop %s, %d model calls", res.Texts, res.GoalReached, res.Stop, res.Stats.ModelCalls)
@@ -201,7 +211,7 @@ func TestGoalHoldsInitially(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), constraint.Options{})
 	for _, batch := range []int{1, 16} {
 		for _, seed := range []uint64{0, 1} {
 			// A budget well short of the goal: the whole search must repeat,
@@ -227,7 +237,7 @@ func TestFewSequenceSlots(t *testing.T) {
 	path := modelPath(t, "tiny", tinySpec)
 	lex := loadTask(t, "", alfworldGames(t)[3])
 	probe, idx := loadModel(t, path, models.Options{})
-	prompt := newSetup(t, probe, idx, lex, decoder.SpaceOptions{}).prompt
+	prompt := newSetup(t, probe, idx, lex, constraint.Options{}).prompt
 	tests := []struct {
 		name string
 		lex  *lexicon.Bound
@@ -240,7 +250,7 @@ func TestFewSequenceSlots(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lm, idx := loadModel(t, path, tt.opts)
-			st := newSetup(t, lm, idx, tt.lex, decoder.SpaceOptions{})
+			st := newSetup(t, lm, idx, tt.lex, constraint.Options{})
 			before := lm.Stats().EvaluatedTokens
 			res := st.search(t, Options{Simulations: 1500})
 			if !res.GoalReached {
@@ -268,7 +278,7 @@ func TestShareBelowBatch(t *testing.T) {
 	tree := map[int]int64{}
 	for _, slots := range []int{16, 128} {
 		lm, idx := loadModel(t, path, models.Options{Sequences: slots})
-		st := newSetup(t, lm, idx, lex, decoder.SpaceOptions{})
+		st := newSetup(t, lm, idx, lex, constraint.Options{})
 		res := st.search(t, Options{Batch: 16, Simulations: 400, Exhaust: true})
 		tree[slots] = res.Stats.EvaluatedTokens - int64(len(st.prompt))
 		t.Logf("%d slots: %d simulations, %d evictions, %d tree tokens, %d recomputed", slots, res.Stats.Simulations, res.Stats.Evictions, tree[slots], res.Stats.RecomputedTokens)
@@ -283,7 +293,7 @@ func TestShareBelowBatch(t *testing.T) {
 
 func TestBatching(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{Sequences: 64})
-	st := newSetup(t, lm, idx, loadTask(t, "", alfworldGames(t)[3]), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, loadTask(t, "", alfworldGames(t)[3]), constraint.Options{})
 	one := st.search(t, Options{Batch: 1, Simulations: 200, Exhaust: true})
 	many := st.search(t, Options{Batch: 16, Simulations: 200, Exhaust: true})
 	if one.Stats.ModelCalls != int64(one.Stats.Simulations)+1 || one.Stats.BatchOccupancy != 1 {
@@ -298,7 +308,7 @@ func TestBatching(t *testing.T) {
 
 func TestExhaustFindsShorterPlans(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), constraint.Options{})
 	first := st.search(t, Options{Simulations: 3000})
 	best := st.search(t, Options{Simulations: 3000, Exhaust: true})
 	if !first.GoalReached || !best.GoalReached {
@@ -314,7 +324,7 @@ func TestExhaustFindsShorterPlans(t *testing.T) {
 
 func TestUnconstrained(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), constraint.Options{})
 	res := st.search(t, Options{Unconstrained: true, Simulations: 300})
 	// A random model's top tokens are rarely plan text: branches die and the
 	// result is the best valid prefix (checked by checkResult).
@@ -328,7 +338,7 @@ func TestUnconstrained(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), constraint.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	res, err := Search(ctx, lm, st.sp, st.prompt, Options{Time: time.Hour, Exhaust: true})
@@ -340,7 +350,9 @@ func TestCancel(t *testing.T) {
 
 func TestBudgets(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), decoder.SpaceOptions{})
+	// Each budget must be the limit that ends the search on any machine:
+	// on bwReverse a fast machine exhausts the space within 100 ms.
+	st := newSetup(t, lm, idx, inlineTask(t, bwWide), constraint.Options{})
 	tests := []struct {
 		opts Options
 		stop string
@@ -360,7 +372,7 @@ func TestBudgets(t *testing.T) {
 
 func TestOptionErrors(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwTower), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwTower), constraint.Options{})
 	tests := []struct {
 		opts Options
 		want string
@@ -439,7 +451,7 @@ func TestPUCB(t *testing.T) {
 // the seed, folded tokens are dominated, and virtual losses are all undone.
 func TestTreeInvariants(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), decoder.SpaceOptions{})
+	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), constraint.Options{})
 	for _, collapse := range []bool{true, false} {
 		var tree *searcher
 		hook := func(s *searcher) { tree = s }
@@ -505,7 +517,7 @@ func TestDominance(t *testing.T) {
 	games := alfworldGames(t)
 	d, p := planbench(t, 7)
 	for _, lex := range []*lexicon.Bound{loadTask(t, "", games[0]), loadTask(t, "", games[len(games)/2]), loadTask(t, d, p)} {
-		sp, err := decoder.NewSpace(idx, lex, decoder.SpaceOptions{})
+		sp, err := constraint.New(idx, lex, constraint.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -513,8 +525,8 @@ func TestDominance(t *testing.T) {
 		var set trie.Set
 		// Walk the first action of every applicable one, checking each node
 		// on the way.
-		var check func(c decoder.Cursor, depth int)
-		check = func(c decoder.Cursor, depth int) {
+		var check func(c constraint.Cursor, depth int)
+		check = func(c constraint.Cursor, depth int) {
 			sp.Allowed(c, &set)
 			ids, next := slices.Clone(set.IDs), slices.Clone(set.Next)
 			into := dominance(idx, c.Trie(), ids, next)
@@ -578,7 +590,7 @@ func TestRealTasks(t *testing.T) {
 	}
 	for _, tt := range tasks {
 		t.Run(tt.name, func(t *testing.T) {
-			st := newSetup(t, lm, idx, loadTask(t, tt.domain, tt.problem), decoder.SpaceOptions{StopAtGoal: true, MaxActions: 100})
+			st := newSetup(t, lm, idx, loadTask(t, tt.domain, tt.problem), constraint.Options{StopAtGoal: true, MaxActions: 100})
 			res := st.search(t, Options{Simulations: 3000, Time: 5 * time.Minute})
 			if !res.GoalReached {
 				t.Errorf("no plan after %d simulations (%s): best %v", res.Stats.Simulations, res.Stop, res.Texts)

@@ -72,6 +72,11 @@ type Engine struct {
 	free  []int       // scratch: the free cells the next pass would take
 	own   []*reqState // scratch: a job's requests being priced
 	costs *costFit    // pass cost model (nil for recurrent caches)
+
+	// beforePass, when set (by tests, before the first Eval), runs on the
+	// engine goroutine after a pass is built and before it computes, with
+	// no lock held: a test holds the engine busy deterministically.
+	beforePass func()
 }
 
 var _ LM = (*Engine)(nil)

@@ -498,18 +498,29 @@ func TestReleaseWhileBusy(t *testing.T) {
 	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
 	v := e.Info().VocabSize
 	s, _ := e.NewSequence()
+	// Hold the engine inside its first pass of the Eval below, so that the
+	// Truncate and Release happen while the sequence is busy on any
+	// machine, however fast.
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.beforePass = func() {
+		once.Do(func() { close(entered) })
+		<-proceed
+	}
 	done := make(chan error)
 	go func() {
 		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 200, v)}})
 		done <- err
 	}()
-	for e.Stats().ModelCalls < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	<-entered
 	if err := e.Truncate(s, 0); !errors.Is(err, ErrSequenceBusy) {
 		t.Errorf("Truncate while busy: %v", err)
 	}
 	e.Release(s)
+	if st := e.Stats(); st.SequencesInUse != 1 {
+		t.Errorf("%d sequences in use while the busy one awaits its release, want 1", st.SequencesInUse)
+	}
+	close(proceed)
 	if err := <-done; err != nil {
 		t.Fatalf("Eval: %v", err)
 	}

@@ -95,6 +95,9 @@ func (e *Engine) loop() {
 		}
 		e.mu.Unlock()
 
+		if e.beforePass != nil {
+			e.beforePass()
+		}
 		rows, err := b.compute()
 
 		e.mu.Lock()
