@@ -69,7 +69,7 @@ type Config struct {
 	Method string
 	Mode   string
 	// Model is the loaded model; ModelName how the run names it. Index is
-	// the model's vocabulary index (decoder.NewIndex); nil builds it.
+	// the model's vocabulary index (constraint.NewIndex); nil builds it.
 	Model     models.LM
 	ModelName string
 	Index     *trie.Index

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"image/png"
 	"sort"
 	"strings"
@@ -176,7 +177,7 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 	start := time.Now()
 	defer func() { out.seconds = elapsed(start) }()
 	budget := time.Duration(cfg.Seconds * float64(time.Second))
-	space := decoder.SpaceOptions{StopAtGoal: true, MaxActions: cfg.MaxActions}
+	space := constraint.Options{StopAtGoal: true, MaxActions: cfg.MaxActions}
 	popts := decoder.PromptOptions{Goal: goal, OmitStatic: cfg.OmitStatic, Think: cfg.Method == MethodThinking}
 	switch cfg.Method {
 	case MethodGreedy, MethodCGreedy, MethodThinking:
@@ -202,7 +203,7 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 		out.think = res.ThinkingTokens
 		return out, err
 	case MethodMCTS, MethodCMCTS:
-		sp, err := decoder.NewSpace(r.dec.Index(), lex, space)
+		sp, err := constraint.New(r.dec.Index(), lex, space)
 		if err != nil {
 			return out, err
 		}

@@ -1,4 +1,4 @@
-package decoder
+package constraint
 
 import (
 	"container/list"
@@ -51,11 +51,11 @@ const (
 	// EndedByToken: the model wrote an end token (EOS, end of turn).
 	EndedByToken
 	// EndedByMarker: the model wrote the textual end marker
-	// (SpaceOptions.End).
+	// (Options.End).
 	EndedByMarker
-	// EndedAtGoal: SpaceOptions.StopAtGoal and the goal holds.
+	// EndedAtGoal: Options.StopAtGoal and the goal holds.
 	EndedAtGoal
-	// EndedAtMaxActions: the plan has SpaceOptions.MaxActions actions.
+	// EndedAtMaxActions: the plan has Options.MaxActions actions.
 	EndedAtMaxActions
 	// DeadEnd: no action applies and the plan may not end here (a failure).
 	DeadEnd
@@ -73,15 +73,15 @@ func (r EndReason) String() string {
 }
 
 // ErrEnded is returned when a cursor that has ended is advanced.
-var ErrEnded = errors.New("decoder: the plan has ended")
+var ErrEnded = errors.New("constraint: the plan has ended")
 
 // ErrNotAllowed is returned when a token or text does not continue an
 // applicable action (or end the plan where that is allowed).
-var ErrNotAllowed = errors.New("decoder: not allowed by the constraint")
+var ErrNotAllowed = errors.New("constraint: not allowed by the constraint")
 
-// SpaceOptions configure a Space. The zero value is usable: actions end with
+// Options configure a Space. The zero value is usable: actions end with
 // "\n", plans end by an end token at any boundary, with no length limit.
-type SpaceOptions struct {
+type Options struct {
 	// Separator ends every action; "" means "\n" (one action per line).
 	Separator string
 	// End is a textual end marker the model may write at a boundary where
@@ -116,7 +116,7 @@ type Space struct {
 	idx    *trie.Index
 	lex    *lexicon.Bound
 	task   *pddl.Task
-	opts   SpaceOptions
+	opts   Options
 	canEnd bool // the index has end tokens or there is an end marker
 	steps  *stepCache
 }
@@ -128,29 +128,29 @@ type Space struct {
 func NewIndex(lm models.LM) (*trie.Index, error) {
 	v := lm.Vocab()
 	if v == nil {
-		return nil, errors.New("decoder: model has no vocabulary")
+		return nil, errors.New("constraint: model has no vocabulary")
 	}
 	idx, err := trie.NewIndex(v.Text, v.Special, trie.IndexOptions{EndTokens: v.EOS})
 	if err != nil {
-		return nil, fmt.Errorf("decoder: indexing the vocabulary: %w", err)
+		return nil, fmt.Errorf("constraint: indexing the vocabulary: %w", err)
 	}
 	return idx, nil
 }
 
-// NewSpace returns the constraint space of the task lex is bound to, for the
+// New returns the constraint space of the task lex is bound to, for the
 // model whose vocabulary idx indexes.
-func NewSpace(idx *trie.Index, lex *lexicon.Bound, opts SpaceOptions) (*Space, error) {
+func New(idx *trie.Index, lex *lexicon.Bound, opts Options) (*Space, error) {
 	if idx == nil || lex == nil {
-		return nil, errors.New("decoder: NewSpace needs an index and a bound lexicon")
+		return nil, errors.New("constraint: NewSpace needs an index and a bound lexicon")
 	}
 	if opts.Separator == "" {
 		opts.Separator = trie.DefaultSeparator
 	}
 	if opts.MaxActions < 0 {
-		return nil, fmt.Errorf("decoder: MaxActions %d is negative", opts.MaxActions)
+		return nil, fmt.Errorf("constraint: MaxActions %d is negative", opts.MaxActions)
 	}
 	if opts.EndPolicy > EndAtGoal {
-		return nil, fmt.Errorf("decoder: unknown end policy %d", opts.EndPolicy)
+		return nil, fmt.Errorf("constraint: unknown end policy %d", opts.EndPolicy)
 	}
 	return &Space{
 		idx:    idx,
@@ -172,7 +172,7 @@ func (sp *Space) Lexicon() *lexicon.Bound { return sp.lex }
 func (sp *Space) Task() *pddl.Task { return sp.task }
 
 // Options returns the options with defaults filled in.
-func (sp *Space) Options() SpaceOptions { return sp.opts }
+func (sp *Space) Options() Options { return sp.opts }
 
 // step is everything about one state that the constraint needs, built once
 // per state and shared by every cursor at it.
@@ -256,7 +256,7 @@ func (sp *Space) step(s pddl.State) (*step, error) {
 		End:        sp.opts.End,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("decoder: action trie: %w", err)
+		return nil, fmt.Errorf("constraint: action trie: %w", err)
 	}
 	st.at = at
 	return sp.steps.put(key, st), nil
@@ -289,7 +289,7 @@ var emptyTrie, _ = trie.NewActionTrie(trie.Spec{})
 // ErrNotAllowed.
 func (sp *Space) Advance(c Cursor, next trie.Node) (Cursor, error) {
 	if c.st == nil {
-		return c, errors.New("decoder: zero Cursor (use Space.Start)")
+		return c, errors.New("constraint: zero Cursor (use Space.Start)")
 	}
 	if c.end != NotEnded {
 		return c, ErrEnded
@@ -341,7 +341,7 @@ func (sp *Space) apply(c Cursor, a int) (Cursor, error) {
 // step per byte of the token; Advance with the node from Allowed is cheaper.
 func (sp *Space) AdvanceToken(c Cursor, tok int32) (Cursor, error) {
 	if c.st == nil {
-		return c, errors.New("decoder: zero Cursor (use Space.Start)")
+		return c, errors.New("constraint: zero Cursor (use Space.Start)")
 	}
 	if c.end != NotEnded {
 		return c, ErrEnded
@@ -368,7 +368,7 @@ func (sp *Space) AdvanceToken(c Cursor, tok int32) (Cursor, error) {
 // trie.EndToken.
 func (sp *Space) AdvanceText(c Cursor, text []byte) (Cursor, int, error) {
 	if c.st == nil {
-		return c, 0, errors.New("decoder: zero Cursor (use Space.Start)")
+		return c, 0, errors.New("constraint: zero Cursor (use Space.Start)")
 	}
 	for i, b := range text {
 		if c.end != NotEnded {

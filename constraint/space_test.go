@@ -1,10 +1,9 @@
-package decoder
+package constraint
 
 import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -13,10 +12,6 @@ import (
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/trie"
 )
-
-// fullRun reports whether the long version of the dataset-wide tests was
-// asked for (NESY_FULL=1).
-func fullRun() bool { return os.Getenv("NESY_FULL") == "1" }
 
 // randomWalk follows the constraint with uniformly random token choices
 // (end tokens, when allowed, with probability pEnd) until the plan ends,
@@ -78,7 +73,7 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 		perDataset, seeds = 0, 10
 	}
 	tasks := datasetTasks(t, perDataset)
-	policies := []SpaceOptions{
+	policies := []Options{
 		{MaxActions: 12},
 		{MaxActions: 12, EndPolicy: EndAtGoal},
 		{MaxActions: 8, StopAtGoal: true, End: "done\n"},
@@ -89,7 +84,7 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 		for pi, opts := range policies {
 			t.Run(fmt.Sprintf("%s/policy%d", family, pi), func(t *testing.T) {
 				for ti, tt := range tasks {
-					sp, err := NewSpace(idx, tt.lex, opts)
+					sp, err := New(idx, tt.Lex, opts)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -106,7 +101,7 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 							re, _ := sp.Start()
 							re, n, err := sp.AdvanceText(re, text)
 							if err != nil || n != len(text) || !slices.Equal(re.Plan(), c.Plan()) {
-								t.Fatalf("%s: replaying %q: %v (consumed %d of %d)", tt.name, text, err, n, len(text))
+								t.Fatalf("%s: replaying %q: %v (consumed %d of %d)", tt.Name, text, err, n, len(text))
 							}
 						}
 						plans++
@@ -123,39 +118,39 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 func checkEnded(t *testing.T, tt testTask, sp *Space, c Cursor) {
 	t.Helper()
 	lines := sp.PlanLines(c)
-	res := validatePlanText(t, tt.task(), lines)
+	res := validatePlanText(t, tt.Task(), lines)
 	if !res.Valid {
-		t.Fatalf("%s: constrained plan invalid: %s\n%s", tt.name, res.Error, strings.Join(lines, "\n"))
+		t.Fatalf("%s: constrained plan invalid: %s\n%s", tt.Name, res.Error, strings.Join(lines, "\n"))
 	}
 	if res.GoalReached != c.GoalReached() {
-		t.Fatalf("%s: validator goal %v, cursor goal %v", tt.name, res.GoalReached, c.GoalReached())
+		t.Fatalf("%s: validator goal %v, cursor goal %v", tt.Name, res.GoalReached, c.GoalReached())
 	}
 	if !res.States[len(res.States)-1].Equal(c.State()) {
-		t.Fatalf("%s: final state differs from the validator's", tt.name)
+		t.Fatalf("%s: final state differs from the validator's", tt.Name)
 	}
 	opts := sp.Options()
 	switch c.EndReason() {
 	case EndedByToken, EndedByMarker:
 		if opts.EndPolicy == EndAtGoal && !c.GoalReached() {
-			t.Fatalf("%s: ended by %v without the goal under EndAtGoal", tt.name, c.EndReason())
+			t.Fatalf("%s: ended by %v without the goal under EndAtGoal", tt.Name, c.EndReason())
 		}
 	case EndedAtGoal:
 		if !opts.StopAtGoal || !c.GoalReached() {
-			t.Fatalf("%s: ended at goal wrongly", tt.name)
+			t.Fatalf("%s: ended at goal wrongly", tt.Name)
 		}
 	case EndedAtMaxActions:
 		if c.Len() != opts.MaxActions {
-			t.Fatalf("%s: ended at max actions with %d actions", tt.name, c.Len())
+			t.Fatalf("%s: ended at max actions with %d actions", tt.Name, c.Len())
 		}
 	case DeadEnd:
 		if c.NumApplicable() != 0 {
-			t.Fatalf("%s: dead end with %d applicable actions", tt.name, c.NumApplicable())
+			t.Fatalf("%s: dead end with %d applicable actions", tt.Name, c.NumApplicable())
 		}
 	default:
-		t.Fatalf("%s: end reason %v", tt.name, c.EndReason())
+		t.Fatalf("%s: end reason %v", tt.Name, c.EndReason())
 	}
 	if opts.MaxActions > 0 && c.Len() > opts.MaxActions {
-		t.Fatalf("%s: %d actions exceed MaxActions %d", tt.name, c.Len(), opts.MaxActions)
+		t.Fatalf("%s: %d actions exceed MaxActions %d", tt.Name, c.Len(), opts.MaxActions)
 	}
 }
 
@@ -170,13 +165,13 @@ func TestReferencePlansFollowConstraint(t *testing.T) {
 	idx := realIndex(t, "qwen3")
 	checked := 0
 	for _, tt := range datasetTasks(t, n) {
-		if tt.gold == nil {
+		if tt.Gold == nil {
 			continue
 		}
-		task := tt.task()
-		steps, err := pddl.ParsePlan(tt.name, []byte(strings.Join(tt.gold, "\n")))
+		task := tt.Task()
+		steps, err := pddl.ParsePlan(tt.Name, []byte(strings.Join(tt.Gold, "\n")))
 		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
+			t.Fatalf("%s: %v", tt.Name, err)
 		}
 		if r := task.Validate(steps); !r.GoalReached {
 			continue // a reference plan the task itself rejects says nothing about the constraint
@@ -186,22 +181,22 @@ func TestReferencePlansFollowConstraint(t *testing.T) {
 		for _, st := range steps {
 			next, a, err := task.Execute(s, st.Name, st.Args)
 			if err != nil {
-				t.Fatalf("%s: %v", tt.name, err)
+				t.Fatalf("%s: %v", tt.Name, err)
 			}
-			text.WriteString(tt.lex.Text(a) + "\n")
+			text.WriteString(tt.Lex.Text(a) + "\n")
 			s = next
 		}
-		sp, err := NewSpace(idx, tt.lex, SpaceOptions{StopAtGoal: true})
+		sp, err := New(idx, tt.Lex, Options{StopAtGoal: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c, _ := sp.Start()
 		c, used, err := sp.AdvanceText(c, []byte(text.String()))
 		if err != nil {
-			t.Fatalf("%s: reference plan rejected after %d bytes: %v\n%s", tt.name, used, err, text.String())
+			t.Fatalf("%s: reference plan rejected after %d bytes: %v\n%s", tt.Name, used, err, text.String())
 		}
 		if c.EndReason() != EndedAtGoal {
-			t.Fatalf("%s: reference plan ends with %v, goal %v", tt.name, c.EndReason(), c.GoalReached())
+			t.Fatalf("%s: reference plan ends with %v, goal %v", tt.Name, c.EndReason(), c.GoalReached())
 		}
 		checked++
 	}
@@ -249,25 +244,25 @@ func TestEndsAndDeadEnds(t *testing.T) {
 	eos := idx.EndTokens()[0]
 	tests := []struct {
 		name    string
-		opts    SpaceOptions
+		opts    Options
 		text    string
 		eos     bool // then write an end token
 		want    EndReason
 		wantErr error
 	}{
-		{"end token any time", SpaceOptions{}, "press\n", true, EndedByToken, nil},
-		{"end token before any action", SpaceOptions{}, "", true, EndedByToken, nil},
-		{"dead end when only the goal may end", SpaceOptions{EndPolicy: EndAtGoal}, "press\n", false, DeadEnd, nil},
-		{"end token refused before the goal", SpaceOptions{EndPolicy: EndAtGoal}, "", true, NotEnded, ErrNotAllowed},
-		{"max actions", SpaceOptions{MaxActions: 1}, "press\n", false, EndedAtMaxActions, nil},
-		{"end marker", SpaceOptions{End: "done\n"}, "press\ndone\n", false, EndedByMarker, nil},
-		{"text past the end", SpaceOptions{End: "done\n"}, "done\npress\n", false, EndedByMarker, ErrEnded},
-		{"off the constraint", SpaceOptions{}, "pres!", false, NotEnded, ErrNotAllowed},
-		{"no end token mid-action", SpaceOptions{}, "pre", true, NotEnded, ErrNotAllowed},
+		{"end token any time", Options{}, "press\n", true, EndedByToken, nil},
+		{"end token before any action", Options{}, "", true, EndedByToken, nil},
+		{"dead end when only the goal may end", Options{EndPolicy: EndAtGoal}, "press\n", false, DeadEnd, nil},
+		{"end token refused before the goal", Options{EndPolicy: EndAtGoal}, "", true, NotEnded, ErrNotAllowed},
+		{"max actions", Options{MaxActions: 1}, "press\n", false, EndedAtMaxActions, nil},
+		{"end marker", Options{End: "done\n"}, "press\ndone\n", false, EndedByMarker, nil},
+		{"text past the end", Options{End: "done\n"}, "done\npress\n", false, EndedByMarker, ErrEnded},
+		{"off the constraint", Options{}, "pres!", false, NotEnded, ErrNotAllowed},
+		{"no end token mid-action", Options{}, "pre", true, NotEnded, ErrNotAllowed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sp, err := NewSpace(idx, lex, tc.opts)
+			sp, err := New(idx, lex, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"context"
+	"github.com/nesy-dev/nesy/constraint"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -93,12 +94,12 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			// Ending only at the goal and no action limit: both modes write
 			// exactly `tokens` tokens.
-			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: SpaceOptions{EndPolicy: EndAtGoal}})
+			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.Lex, Space: constraint.Options{EndPolicy: constraint.EndAtGoal}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer sess.Close()
-			b.Logf("prompt: %d tokens (%s)", len(sess.Prompt().Tokens), tt.name)
+			b.Logf("prompt: %d tokens (%s)", len(sess.Prompt().Tokens), tt.Name)
 			for _, constrained := range []bool{false, true} {
 				mode := map[bool]string{false: "unconstrained", true: "constrained"}[constrained]
 				b.Run(mode, func(b *testing.B) {
@@ -140,7 +141,7 @@ func BenchmarkDecodePaired(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: SpaceOptions{EndPolicy: EndAtGoal}})
+			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.Lex, Space: constraint.Options{EndPolicy: constraint.EndAtGoal}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -188,10 +189,10 @@ func BenchmarkStep(b *testing.B) {
 		for i := range logits {
 			logits[i] = r.Float32()
 		}
-		spaces := make([]*Space, len(tasks))
+		spaces := make([]*constraint.Space, len(tasks))
 		for i, tt := range tasks {
 			var err error
-			if spaces[i], err = NewSpace(idx, tt.lex, SpaceOptions{MaxActions: 30}); err != nil {
+			if spaces[i], err = constraint.New(idx, tt.Lex, constraint.Options{MaxActions: 30}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -230,7 +231,7 @@ func BenchmarkStep(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			sm := newSampler(Sampling{})
-			lp := newLineParser(spaces[0], func(Event) {})
+			lp := newLineParser(spaces[0].Lexicon(), spaces[0].Options(), func(Event) {})
 			cpu0, _ := threadCPU()
 			for b.Loop() {
 				tok := int32(sm.pick(logits, nil))

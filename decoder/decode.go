@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +35,7 @@ func New(lm models.LM, idx *trie.Index) (*Decoder, error) {
 	}
 	if idx == nil {
 		var err error
-		if idx, err = NewIndex(lm); err != nil {
+		if idx, err = constraint.NewIndex(lm); err != nil {
 			return nil, err
 		}
 	}
@@ -59,7 +60,7 @@ type Request struct {
 	// StopAtGoal, MaxActions). Unconstrained decoding uses the separator,
 	// end marker, StopAtGoal and MaxActions too; EndPolicy only binds the
 	// constrained mode.
-	Space SpaceOptions
+	Space constraint.Options
 }
 
 // Options configure one decode. The zero value is unconstrained greedy
@@ -193,7 +194,7 @@ type Result struct {
 // Decode may be called concurrently.
 type Session struct {
 	d      *Decoder
-	space  *Space
+	space  *constraint.Space
 	prompt *Prompt
 	seq    models.SeqID
 	logits []float32 // the prompt's last row
@@ -214,7 +215,7 @@ func (d *Decoder) Prepare(ctx context.Context, req Request) (*Session, error) {
 	if req.Prompt.End == "" {
 		req.Prompt.End = req.Space.End
 	}
-	sp, err := NewSpace(d.idx, req.Lexicon, req.Space)
+	sp, err := constraint.New(d.idx, req.Lexicon, req.Space)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +254,7 @@ func lastRow(res []models.EvalResult) []float32 {
 }
 
 // Space returns the session's constraint space.
-func (s *Session) Space() *Space { return s.space }
+func (s *Session) Space() *constraint.Space { return s.space }
 
 // Prompt returns the session's prompt.
 func (s *Session) Prompt() *Prompt { return s.prompt }
@@ -345,7 +346,7 @@ func (r *run) onLine(e Event) {
 // run is the state of one decode.
 type run struct {
 	s      *Session
-	sp     *Space
+	sp     *constraint.Space
 	lm     models.LM
 	idx    *trie.Index
 	opts   Options
@@ -356,7 +357,7 @@ type run struct {
 	pos    int // tokens in the sequence
 
 	// constrained
-	cur Cursor
+	cur constraint.Cursor
 	set trie.Set
 
 	plan  []int
@@ -411,8 +412,8 @@ func (r *run) decode(ctx context.Context) error {
 	if r.cur, err = r.sp.Start(); err != nil {
 		return err
 	}
-	r.lp = newLineParser(r.sp, r.onLine)
-	if r.cur.Ended() && (r.opts.Constrained || r.cur.EndReason() == EndedAtGoal) {
+	r.lp = newLineParser(r.sp.Lexicon(), r.sp.Options(), r.onLine)
+	if r.cur.Ended() && (r.opts.Constrained || r.cur.EndReason() == constraint.EndedAtGoal) {
 		// StopAtGoal with the goal holding initially, or a dead end
 		r.end(r.cur.EndReason().String())
 		return nil
@@ -435,7 +436,7 @@ func (r *run) decode(ctx context.Context) error {
 			r.sp.Allowed(r.cur, &r.set)
 			d := time.Since(t0)
 			if r.set.Len() == 0 { // cannot happen on an open cursor; be safe
-				r.end(DeadEnd.String())
+				r.end(constraint.DeadEnd.String())
 				return nil
 			}
 			i := r.sm.pick(r.logits, r.set.IDs)
@@ -448,7 +449,7 @@ func (r *run) decode(ctx context.Context) error {
 			}
 			prev := r.cur
 			r.cur = next
-			if next.EndReason() != EndedByToken {
+			if next.EndReason() != constraint.EndedByToken {
 				r.token(tok, false)
 			}
 			if a, ok := next.Completed(); ok {
@@ -465,7 +466,7 @@ func (r *run) decode(ctx context.Context) error {
 			if r.idx.IsEnd(tok) || !r.idx.IsText(tok) {
 				r.lp.flush()
 				if !r.ended {
-					r.end(EndedByToken.String())
+					r.end(constraint.EndedByToken.String())
 				}
 				return nil
 			}
@@ -505,7 +506,7 @@ func (r *run) think(ctx context.Context, room func() int) error {
 		tok := int32(r.sm.pick(r.logits, nil))
 		if r.idx.IsEnd(tok) || (!r.idx.IsText(tok) && !bytes.Equal(r.idx.Text(tok), []byte("</think>"))) {
 			r.res.Thinking = text.String()
-			r.end(EndedByToken.String())
+			r.end(constraint.EndedByToken.String())
 			return nil
 		}
 		text.Write(r.idx.Text(tok))
@@ -543,13 +544,13 @@ func (r *run) mask(d time.Duration) {
 }
 
 func (r *run) emitAction(step, a int) {
-	r.emit(Event{Kind: EventAction, Step: step, Action: a, ActionText: r.sp.lex.Text(a), Line: r.sp.task.Actions[a].String()})
+	r.emit(Event{Kind: EventAction, Step: step, Action: a, ActionText: r.sp.Lexicon().Text(a), Line: r.sp.Task().Actions[a].String()})
 }
 
 func (r *run) end(reason string) {
 	r.ended = true
 	r.res.EndReason = reason
-	r.res.DeadEnd = reason == DeadEnd.String()
+	r.res.DeadEnd = reason == constraint.DeadEnd.String()
 	r.emit(Event{Kind: EventEnd, Reason: reason})
 }
 
@@ -560,7 +561,7 @@ func (r *run) finish() {
 	if res.EndReason == "" {
 		res.EndReason = "interrupted"
 	}
-	task := r.sp.task
+	task := r.sp.Task()
 	if r.lp != nil && !r.opts.Constrained {
 		r.plan = r.lp.plan
 		res.StepsWritten = r.lp.steps
@@ -571,7 +572,7 @@ func (r *run) finish() {
 	res.Texts = make([]string, len(r.plan))
 	for i, a := range r.plan {
 		res.Lines[i] = task.Actions[a].String()
-		res.Texts[i] = r.sp.lex.Text(a)
+		res.Texts[i] = r.sp.Lexicon().Text(a)
 	}
 	vr, err := Revalidate(task, res.Lines)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"strings"
 	"testing"
 
@@ -13,17 +14,17 @@ import (
 // decodeCase is one way of decoding.
 type decodeCase struct {
 	name  string
-	space SpaceOptions
+	space constraint.Options
 	opts  Options
 }
 
 // constrainedCases cover greedy and sampled decoding under the end
 // policies. Seeds are set per run.
 var constrainedCases = []decodeCase{
-	{"greedy", SpaceOptions{MaxActions: 10}, Options{Constrained: true}},
-	{"greedy/goal-end", SpaceOptions{MaxActions: 10, EndPolicy: EndAtGoal}, Options{Constrained: true}},
-	{"sample", SpaceOptions{MaxActions: 10}, Options{Constrained: true, Sampling: Sampling{Temperature: 1}}},
-	{"sample/top", SpaceOptions{MaxActions: 10, StopAtGoal: true, End: "done\n"},
+	{"greedy", constraint.Options{MaxActions: 10}, Options{Constrained: true}},
+	{"greedy/goal-end", constraint.Options{MaxActions: 10, EndPolicy: constraint.EndAtGoal}, Options{Constrained: true}},
+	{"sample", constraint.Options{MaxActions: 10}, Options{Constrained: true, Sampling: Sampling{Temperature: 1}}},
+	{"sample/top", constraint.Options{MaxActions: 10, StopAtGoal: true, End: "done\n"},
 		Options{Constrained: true, Sampling: Sampling{Temperature: 0.8, TopK: 20, TopP: 0.9}}},
 }
 
@@ -31,14 +32,14 @@ var constrainedCases = []decodeCase{
 // its printed text, the accounting adds up, the text is the tokens' text.
 func checkResult(t *testing.T, name string, d *Decoder, tt testTask, sess *Session, res *Result, prefilled bool) {
 	t.Helper()
-	task := tt.task()
+	task := tt.Task()
 	vr := validatePlanText(t, task, res.Lines)
 	if res.Constrained {
 		if !res.Valid || !vr.Valid || res.FirstInvalid != nil || res.ValidationError != "" {
 			t.Fatalf("%s: constrained plan invalid: %+v %s\n%s", name, res.FirstInvalid, vr.Error, strings.Join(res.Lines, "\n"))
 		}
 		if res.DeadEnd != (res.EndReason == "dead_end") {
-			t.Fatalf("%s: DeadEnd %v with end %q", name, res.DeadEnd, res.EndReason)
+			t.Fatalf("%s: constraint.DeadEnd %v with end %q", name, res.DeadEnd, res.EndReason)
 		}
 		// The answer text is exactly the actions' texts, each followed by the
 		// separator, plus the end marker when the model wrote it.
@@ -123,9 +124,9 @@ func TestConstrainedPlansValidate(t *testing.T) {
 			for _, tt := range tasks {
 				for _, dc := range cases {
 					// Static facts left out: shorter prompts, same constraint.
-					sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: dc.space, Prompt: PromptOptions{OmitStatic: true}})
+					sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.Lex, Space: dc.space, Prompt: PromptOptions{OmitStatic: true}})
 					if err != nil {
-						t.Fatalf("%s: %v", tt.name, err)
+						t.Fatalf("%s: %v", tt.Name, err)
 					}
 					n := seeds
 					if dc.opts.Sampling.Greedy() {
@@ -136,9 +137,9 @@ func TestConstrainedPlansValidate(t *testing.T) {
 						opts.Sampling.Seed = uint64(seed)
 						res, err := sess.Decode(context.Background(), opts)
 						if err != nil {
-							t.Fatalf("%s %s: %v", tt.name, dc.name, err)
+							t.Fatalf("%s %s: %v", tt.Name, dc.name, err)
 						}
-						checkResult(t, fmt.Sprintf("%s %s seed %d", tt.name, dc.name, seed), d, tt, sess, res, seed == 0)
+						checkResult(t, fmt.Sprintf("%s %s seed %d", tt.Name, dc.name, seed), d, tt, sess, res, seed == 0)
 						total++
 						goals += btoi(res.GoalReached)
 						deadEnds += btoi(res.DeadEnd)
@@ -160,7 +161,7 @@ func TestUnconstrainedReportsFirstInvalid(t *testing.T) {
 	for _, family := range modelFamilies {
 		d := testDecoder(t, family)
 		for _, tt := range tasks {
-			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: SpaceOptions{MaxActions: 10}, Prompt: PromptOptions{OmitStatic: true}})
+			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.Lex, Space: constraint.Options{MaxActions: 10}, Prompt: PromptOptions{OmitStatic: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +170,7 @@ func TestUnconstrainedReportsFirstInvalid(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				name := fmt.Sprintf("%s/%s seed %d", family, tt.name, seed)
+				name := fmt.Sprintf("%s/%s seed %d", family, tt.Name, seed)
 				checkResult(t, name, d, tt, sess, res, seed == 0)
 				total++
 				if res.FirstInvalid == nil {
@@ -188,7 +189,7 @@ func TestUnconstrainedReportsFirstInvalid(t *testing.T) {
 				}
 				// The validator agrees: the step's text is no applicable
 				// action in the state the valid prefix reaches.
-				if _, ok := tt.lex.Lookup(res.States[len(res.States)-1], fi.Text); ok {
+				if _, ok := tt.Lex.Lookup(res.States[len(res.States)-1], fi.Text); ok {
 					t.Fatalf("%s: %q reported invalid but applies", name, fi.Text)
 				}
 				if !strings.Contains(res.Text, fi.Text) {
@@ -208,7 +209,7 @@ func TestUnconstrainedReportsFirstInvalid(t *testing.T) {
 func TestSamplingDeterministic(t *testing.T) {
 	d := testDecoder(t, "qwen3")
 	tt := datasetTasks(t, 1)[0]
-	sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.lex, Space: SpaceOptions{MaxActions: 6}, Prompt: PromptOptions{OmitStatic: true}})
+	sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.Lex, Space: constraint.Options{MaxActions: 6}, Prompt: PromptOptions{OmitStatic: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestDecodeLimitsEventsAndCancel(t *testing.T) {
 	e := d.Model()
 	tt := datasetTasks(t, 1)[0]
 	before := e.Stats().SequencesInUse
-	req := Request{Lexicon: tt.lex, Space: SpaceOptions{MaxActions: 4}, Prompt: PromptOptions{OmitStatic: true}}
+	req := Request{Lexicon: tt.Lex, Space: constraint.Options{MaxActions: 4}, Prompt: PromptOptions{OmitStatic: true}}
 
 	t.Run("max tokens", func(t *testing.T) {
 		res, err := d.Decode(context.Background(), req, Options{Constrained: true, MaxTokens: 3})
@@ -308,7 +309,7 @@ func TestThinking(t *testing.T) {
 		t.Fatal("the Qwen3 test model's template has no thinking switch")
 	}
 	tt := datasetTasks(t, 1)[0]
-	res, err := d.Decode(context.Background(), Request{Lexicon: tt.lex, Prompt: PromptOptions{Think: true}, Space: SpaceOptions{MaxActions: 3}},
+	res, err := d.Decode(context.Background(), Request{Lexicon: tt.Lex, Prompt: PromptOptions{Think: true}, Space: constraint.Options{MaxActions: 3}},
 		Options{Constrained: true, MaxThinkTokens: 5, Sampling: Sampling{Temperature: 1, Seed: 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -335,53 +336,53 @@ func TestPromptContents(t *testing.T) {
 		d := testDecoder(t, family)
 		for _, tt := range tasks {
 			for _, think := range []bool{false, true} {
-				p, err := BuildPrompt(d.Model(), tt.lex, PromptOptions{Think: think, End: "done\n"})
+				p, err := BuildPrompt(d.Model(), tt.Lex, PromptOptions{Think: think, End: "done\n"})
 				if err != nil {
 					t.Fatal(err)
 				}
 				user := p.Messages[1].Content
-				task := tt.task()
+				task := tt.Task()
 				for schema := range task.Params {
 					found := false
-					for _, f := range tt.lex.ActionForms() {
+					for _, f := range tt.Lex.ActionForms() {
 						found = found || strings.Contains(user, "- "+f+"\n")
 					}
 					if !found {
-						t.Fatalf("%s: no action form for %s", tt.name, schema)
+						t.Fatalf("%s: no action form for %s", tt.Name, schema)
 					}
 				}
 				// Every applicable action's text must fit one of the listed forms
 				// (same words where the form has no placeholder).
-				for _, ch := range tt.lex.Applicable(task.Init) {
-					if !fitsSomeForm(ch.Text, tt.lex.ActionForms()) {
-						t.Fatalf("%s: %q fits no listed form %v", tt.name, ch.Text, tt.lex.ActionForms())
+				for _, ch := range tt.Lex.Applicable(task.Init) {
+					if !fitsSomeForm(ch.Text, tt.Lex.ActionForms()) {
+						t.Fatalf("%s: %q fits no listed form %v", tt.Name, ch.Text, tt.Lex.ActionForms())
 					}
 				}
 				for _, f := range task.Init.Facts() {
-					if !strings.Contains(user, "- "+tt.lex.FactText(task.Facts[f])+"\n") {
-						t.Fatalf("%s: state fact %s missing", tt.name, task.Facts[f])
+					if !strings.Contains(user, "- "+tt.Lex.FactText(task.Facts[f])+"\n") {
+						t.Fatalf("%s: state fact %s missing", tt.Name, task.Facts[f])
 					}
 				}
 				if len(task.Goal) > 0 && len(task.Goal[0].Pos) > 0 &&
-					!strings.Contains(user, tt.lex.FactText(task.Facts[task.Goal[0].Pos[0]])) {
-					t.Fatalf("%s: goal fact missing", tt.name)
+					!strings.Contains(user, tt.Lex.FactText(task.Facts[task.Goal[0].Pos[0]])) {
+					t.Fatalf("%s: goal fact missing", tt.Name)
 				}
 				if !strings.Contains(user, `write "done" on its own line`) {
-					t.Fatalf("%s: end marker not explained", tt.name)
+					t.Fatalf("%s: end marker not explained", tt.Name)
 				}
 				if !strings.Contains(p.Text, p.Messages[0].Content) {
-					t.Fatalf("%s: system message not rendered", tt.name)
+					t.Fatalf("%s: system message not rendered", tt.Name)
 				}
 				wantThink := think && family == "qwen3"
 				if p.Think != wantThink {
-					t.Fatalf("%s: Think %v", tt.name, p.Think)
+					t.Fatalf("%s: Think %v", tt.Name, p.Think)
 				}
 				if family == "qwen3" && strings.HasSuffix(p.Text, "<think>\n\n</think>\n\n") == think {
-					t.Fatalf("%s: think=%v rendered %q", tt.name, think, p.Text[max(0, len(p.Text)-60):])
+					t.Fatalf("%s: think=%v rendered %q", tt.Name, think, p.Text[max(0, len(p.Text)-60):])
 				}
 				toks, _ := d.Model().Tokenize(p.Text, true)
 				if len(toks) != len(p.Tokens) {
-					t.Fatalf("%s: %d prompt tokens, tokenizing again gives %d", tt.name, len(p.Tokens), len(toks))
+					t.Fatalf("%s: %d prompt tokens, tokenizing again gives %d", tt.Name, len(p.Tokens), len(toks))
 				}
 			}
 		}

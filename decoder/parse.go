@@ -3,6 +3,7 @@ package decoder
 import (
 	"bytes"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"strings"
 
 	"github.com/nesy-dev/nesy/lexicon"
@@ -30,13 +31,12 @@ type Parsed struct {
 // the plan, and so do StopAtGoal and MaxActions. The first line that is not
 // an applicable action is reported with the reason (no action has that text,
 // or the precondition that fails); later lines are counted but not applied.
-func ParseOutput(lex *lexicon.Bound, text string, opts SpaceOptions) Parsed {
-	sp := &Space{lex: lex, task: lex.Task(), opts: opts}
-	if sp.opts.Separator == "" {
-		sp.opts.Separator = "\n"
+func ParseOutput(lex *lexicon.Bound, text string, opts constraint.Options) Parsed {
+	if opts.Separator == "" {
+		opts.Separator = "\n"
 	}
 	var p Parsed
-	lp := newLineParser(sp, func(e Event) {
+	lp := newLineParser(lex, opts, func(e Event) {
 		if e.Kind == EventEnd {
 			p.EndReason = e.Reason
 		}
@@ -49,7 +49,9 @@ func ParseOutput(lex *lexicon.Bound, text string, opts SpaceOptions) Parsed {
 
 // lineParser maps unconstrained output to actions as it is written.
 type lineParser struct {
-	sp      *Space
+	lex     *lexicon.Bound
+	task    *pddl.Task
+	opts    constraint.Options
 	state   pddl.State
 	plan    []int
 	steps   int
@@ -59,14 +61,16 @@ type lineParser struct {
 	on      func(Event) // actions, the first invalid step, the end
 }
 
-func newLineParser(sp *Space, on func(Event)) *lineParser {
-	return &lineParser{sp: sp, state: sp.task.Init, on: on}
+// newLineParser reads lines of lex's task with the separator, end marker
+// and limits of opts (whose Separator must be set).
+func newLineParser(lex *lexicon.Bound, opts constraint.Options, on func(Event)) *lineParser {
+	return &lineParser{lex: lex, task: lex.Task(), opts: opts, state: lex.Task().Init, on: on}
 }
 
 // write appends text and handles every complete line.
 func (lp *lineParser) write(text []byte) {
 	lp.line = append(lp.line, text...)
-	sep := []byte(lp.sp.opts.Separator)
+	sep := []byte(lp.opts.Separator)
 	for !lp.ended {
 		i := bytes.Index(lp.line, sep)
 		if i < 0 {
@@ -111,38 +115,38 @@ func (lp *lineParser) end(reason string) {
 
 // handle maps one line to an action in the current state.
 func (lp *lineParser) handle(line string) {
-	opts := lp.sp.opts
+	opts := lp.opts
 	text := strings.TrimSpace(line)
 	end := strings.TrimSpace(opts.End)
 	if text == "" {
 		if opts.End != "" && end == "" { // an empty line ends the plan
-			lp.end(EndedByMarker.String())
+			lp.end(constraint.EndedByMarker.String())
 		}
 		return
 	}
 	if opts.End != "" && text == end {
-		lp.end(EndedByMarker.String())
+		lp.end(constraint.EndedByMarker.String())
 		return
 	}
 	step := lp.steps
 	lp.steps++
-	task := lp.sp.task
+	task := lp.task
 	if lp.invalid == nil {
-		if a, ok := lp.sp.lex.Lookup(lp.state, text); ok {
+		if a, ok := lp.lex.Lookup(lp.state, text); ok {
 			lp.state = task.Apply(lp.state, a)
 			lp.plan = append(lp.plan, a)
 			lp.on(Event{Kind: EventAction, Step: step, Action: a, ActionText: text, Line: task.Actions[a].String()})
 			if opts.StopAtGoal && task.GoalReached(lp.state) {
-				lp.end(EndedAtGoal.String())
+				lp.end(constraint.EndedAtGoal.String())
 				return
 			}
 		} else {
-			lp.invalid = &InvalidStep{Step: step, Text: text, Reason: explain(lp.sp.lex, lp.state, text)}
+			lp.invalid = &InvalidStep{Step: step, Text: text, Reason: explain(lp.lex, lp.state, text)}
 			lp.on(Event{Kind: EventInvalid, Step: step, ActionText: text, Reason: lp.invalid.Reason})
 		}
 	}
 	if opts.MaxActions > 0 && lp.steps >= opts.MaxActions {
-		lp.end(EndedAtMaxActions.String())
+		lp.end(constraint.EndedAtMaxActions.String())
 	}
 }
 

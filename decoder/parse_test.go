@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"github.com/nesy-dev/nesy/constraint"
 	"strings"
 	"testing"
 
@@ -13,16 +14,16 @@ import (
 func TestParseOutput(t *testing.T) {
 	var tt testTask
 	for _, c := range datasetTasks(t, 40) {
-		if strings.HasPrefix(c.name, "planbench/") && len(c.gold) >= 4 {
+		if strings.HasPrefix(c.Name, "planbench/") && len(c.Gold) >= 4 {
 			tt = c
 			break
 		}
 	}
-	if tt.lex == nil {
+	if tt.Lex == nil {
 		t.Fatal("no PlanBench task with a reference plan of 4 steps")
 	}
-	task := tt.task()
-	steps, err := pddl.ParsePlan("gold", []byte(strings.Join(tt.gold, "\n")))
+	task := tt.Task()
+	steps, err := pddl.ParsePlan("gold", []byte(strings.Join(tt.Gold, "\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestParseOutput(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reference plan: %v", err)
 		}
-		texts = append(texts, tt.lex.Text(a))
+		texts = append(texts, tt.Lex.Text(a))
 		s = next
 	}
 	join := func(lines ...string) string { return strings.Join(lines, "\n") }
@@ -41,7 +42,7 @@ func TestParseOutput(t *testing.T) {
 	tests := []struct {
 		name       string
 		text       string
-		opts       SpaceOptions
+		opts       constraint.Options
 		wantPlan   int // valid steps
 		wantSteps  int
 		invalidAt  int // -1: none
@@ -49,18 +50,18 @@ func TestParseOutput(t *testing.T) {
 		wantEnd    string
 		wantGoalOK bool
 	}{
-		{"reference plan", join(texts...) + "\n", SpaceOptions{}, len(texts), len(texts), -1, "", "", true},
-		{"no final newline, blank lines and indentation", "  " + join(texts[:2]...) + "\n\n" + join(texts[2:]...), SpaceOptions{}, len(texts), len(texts), -1, "", "", true},
-		{"swapped steps name the failing precondition", join(swapped...), SpaceOptions{}, 0, len(texts), 0, "precondition", "", false},
-		{"unknown text", join(texts[0], "fly to the moon", texts[1]), SpaceOptions{}, 1, 3, 1, "not the text of any action", "", false},
-		{"end marker stops reading", join(texts[0], "done", "garbage"), SpaceOptions{End: "done\n"}, 1, 1, -1, "", "end_marker", false},
-		{"empty line as end marker", join(texts[0], "", texts[1]), SpaceOptions{End: "\n"}, 1, 1, -1, "", "end_marker", false},
-		{"max actions", join(texts...), SpaceOptions{MaxActions: 2}, 2, 2, -1, "", "max_actions", false},
-		{"stop at goal ignores the rest", join(texts...) + "\n" + "fly to the moon", SpaceOptions{StopAtGoal: true}, len(texts), len(texts), -1, "", "goal", true},
+		{"reference plan", join(texts...) + "\n", constraint.Options{}, len(texts), len(texts), -1, "", "", true},
+		{"no final newline, blank lines and indentation", "  " + join(texts[:2]...) + "\n\n" + join(texts[2:]...), constraint.Options{}, len(texts), len(texts), -1, "", "", true},
+		{"swapped steps name the failing precondition", join(swapped...), constraint.Options{}, 0, len(texts), 0, "precondition", "", false},
+		{"unknown text", join(texts[0], "fly to the moon", texts[1]), constraint.Options{}, 1, 3, 1, "not the text of any action", "", false},
+		{"end marker stops reading", join(texts[0], "done", "garbage"), constraint.Options{End: "done\n"}, 1, 1, -1, "", "end_marker", false},
+		{"empty line as end marker", join(texts[0], "", texts[1]), constraint.Options{End: "\n"}, 1, 1, -1, "", "end_marker", false},
+		{"max actions", join(texts...), constraint.Options{MaxActions: 2}, 2, 2, -1, "", "max_actions", false},
+		{"stop at goal ignores the rest", join(texts...) + "\n" + "fly to the moon", constraint.Options{StopAtGoal: true}, len(texts), len(texts), -1, "", "goal", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := ParseOutput(tt.lex, tc.text, tc.opts)
+			p := ParseOutput(tt.Lex, tc.text, tc.opts)
 			if len(p.Plan) != tc.wantPlan || p.Steps != tc.wantSteps || p.EndReason != tc.wantEnd {
 				t.Fatalf("plan %d steps %d end %q, want %d %d %q", len(p.Plan), p.Steps, p.EndReason, tc.wantPlan, tc.wantSteps, tc.wantEnd)
 			}
@@ -81,7 +82,7 @@ func TestParseOutput(t *testing.T) {
 			}
 			if p.FirstInvalid != nil && p.FirstInvalid.Reason != "" && tc.reasonHas == "precondition" {
 				// Same reason as the validator gives for the spoiled step.
-				bad, _ := pddl.ParsePlan("bad", []byte(task.Actions[tt.lex.Actions(p.FirstInvalid.Text)[0]].String()))
+				bad, _ := pddl.ParsePlan("bad", []byte(task.Actions[tt.Lex.Actions(p.FirstInvalid.Text)[0]].String()))
 				if r := task.Validate(bad); !strings.Contains(r.Error, strings.SplitN(p.FirstInvalid.Reason, ": ", 2)[1]) {
 					t.Fatalf("reason %q differs from the validator's %q", p.FirstInvalid.Reason, r.Error)
 				}

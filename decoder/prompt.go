@@ -41,7 +41,7 @@ type PromptOptions struct {
 	// listed; 0 means DefaultGoalAlternatives.
 	GoalAlternatives int
 	// End is the end marker the model is told to write after the last
-	// action (SpaceOptions.End, e.g. "done\n"); "" tells it to stop.
+	// action (constraint.Options.End, e.g. "done\n"); "" tells it to stop.
 	End string
 	// Think renders the chat with Qwen's thinking mode on (models whose
 	// template has the switch); off by default.

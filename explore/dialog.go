@@ -57,7 +57,7 @@ func (u Usage) Add(o Usage) Usage {
 // model's vocabulary index built on first use.
 type DialogOptions struct {
 	// Index is the model's vocabulary index for constrained choices (as
-	// decoder.NewIndex builds it: text tokens by their bytes, the model's
+	// constraint.NewIndex builds it: text tokens by their bytes, the model's
 	// end tokens as end tokens); nil builds one.
 	Index *trie.Index
 	// Temperature > 0 samples each token from the softmax of the logits

@@ -3,9 +3,9 @@ package mcts
 import (
 	"context"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"testing"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -22,7 +22,7 @@ func BenchmarkSimulations(b *testing.B) {
 	path := modelPath(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
 	lm, idx := loadModel(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
 	lex := loadTask(b, "", alfworldGames(b)[0])
-	sp, err := decoder.NewSpace(idx, lex, decoder.SpaceOptions{StopAtGoal: true})
+	sp, err := constraint.New(idx, lex, constraint.Options{StopAtGoal: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,8 +6,8 @@
 //
 // # Entry point
 //
-//	idx, _ := decoder.NewIndex(lm) // once per model (lm: a models.LM with SuggestedSequences slots)
-//	sp, _ := decoder.NewSpace(idx, lex, decoder.SpaceOptions{StopAtGoal: true})
+//	idx, _ := constraint.NewIndex(lm) // once per model (lm: a models.LM with SuggestedSequences slots)
+//	sp, _ := constraint.New(idx, lex, constraint.Options{StopAtGoal: true})
 //	p, _ := decoder.BuildPrompt(lm, lex, decoder.PromptOptions{})
 //	res, err := mcts.Search(ctx, lm, sp, p.Tokens, mcts.Options{Time: 60 * time.Second})
 //	// res.Plan (task action ids), res.Lines ("(name a b)"), res.GoalReached,
@@ -21,7 +21,7 @@
 // # The tree
 //
 // A node is a position in the plan: the symbolic state and the partial text
-// of the action being written (a decoder.Cursor), reached by one token (or a
+// of the action being written (a constraint.Cursor), reached by one token (or a
 // collapsed chain of forced tokens, see below) from its parent, plus, while
 // it may still be forked, the model sequence holding the prompt and its path.
 // Its children are its allowed next tokens, the Width (16) with the highest

@@ -2,13 +2,13 @@ package mcts
 
 import (
 	"context"
+	"github.com/nesy-dev/nesy/constraint"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/models"
@@ -87,7 +87,7 @@ func loadModel(tb testing.TB, path string, opts models.Options) (*models.Engine,
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { e.Close() })
-	idx, err := decoder.NewIndex(e)
+	idx, err := constraint.NewIndex(e)
 	if err != nil {
 		tb.Fatal(err)
 	}

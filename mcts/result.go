@@ -1,10 +1,10 @@
 package mcts
 
 import (
+	"github.com/nesy-dev/nesy/constraint"
 	"math"
 	"time"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 )
@@ -13,7 +13,7 @@ import (
 // against the task.
 func (s *searcher) result(stop string) *Result {
 	res := &Result{Stop: stop}
-	var cur decoder.Cursor
+	var cur constraint.Cursor
 	var toks []int32
 	switch {
 	case s.solution != nil:
@@ -94,7 +94,7 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 	type rollout struct {
 		i      int
 		toks   []int32
-		cur    decoder.Cursor
+		cur    constraint.Cursor
 		seq    models.SeqID
 		logits []float32
 		start  int
@@ -173,7 +173,7 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 }
 
 // rolloutValue values the cursor a rollout stopped at.
-func (s *searcher) rolloutValue(c decoder.Cursor) (float64, bool) {
+func (s *searcher) rolloutValue(c constraint.Cursor) (float64, bool) {
 	if c.AtBoundary() && c.GoalReached() {
 		return s.opts.GoalReward, false
 	}

@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
@@ -101,7 +101,7 @@ type Stats struct {
 type searcher struct {
 	ctx  context.Context
 	lm   models.LM
-	sp   *decoder.Space
+	sp   *constraint.Space
 	task *pddl.Task
 	idx  *trie.Index
 	opts Options
@@ -140,13 +140,13 @@ type searcher struct {
 // it must not be empty). It returns the best plan found, re-validated
 // against the task, with statistics. A budget running out is not an error;
 // a cancelled context returns the result so far with the context's error.
-func Search(ctx context.Context, lm models.LM, sp *decoder.Space, prompt []int32, opts Options) (*Result, error) {
+func Search(ctx context.Context, lm models.LM, sp *constraint.Space, prompt []int32, opts Options) (*Result, error) {
 	return searchTree(ctx, lm, sp, prompt, opts, nil)
 }
 
 // searchTree is Search with a hook that sees the tree before it is released
 // (for tests).
-func searchTree(ctx context.Context, lm models.LM, sp *decoder.Space, prompt []int32, opts Options, hook func(*searcher)) (*Result, error) {
+func searchTree(ctx context.Context, lm models.LM, sp *constraint.Space, prompt []int32, opts Options, hook func(*searcher)) (*Result, error) {
 	if lm == nil || sp == nil {
 		return nil, errors.New("mcts: Search needs a model and a Space")
 	}
@@ -402,12 +402,12 @@ func (s *searcher) terminal(n *node) {
 
 // found is a plan that reaches the goal: where it ends and its tokens.
 type found struct {
-	cur  decoder.Cursor
+	cur  constraint.Cursor
 	toks []int32
 }
 
 // found records a plan reaching the goal if it is the first or shorter.
-func (s *searcher) found(c decoder.Cursor, toks []int32) {
+func (s *searcher) found(c constraint.Cursor, toks []int32) {
 	if s.solution == nil {
 		s.stats.FirstGoal = time.Since(s.start)
 	}
@@ -562,13 +562,13 @@ const maxChain = 64
 func (s *searcher) classify(n *node) {
 	c := n.cur
 	switch {
-	case c.AtBoundary() && c.GoalReached() && c.EndReason() != decoder.DeadEnd:
+	case c.AtBoundary() && c.GoalReached() && c.EndReason() != constraint.DeadEnd:
 		n.kind = goal
 		n.static = s.opts.GoalReward
 		return
 	case c.Ended():
 		switch c.EndReason() {
-		case decoder.DeadEnd:
+		case constraint.DeadEnd:
 			n.kind = dead
 		default:
 			n.kind = terminal
@@ -614,7 +614,7 @@ func (s *searcher) classify(n *node) {
 // duplicate reports whether another node of the tree is at the same state
 // and partial action text with a plan no longer than c's (and records c's
 // position otherwise).
-func (s *searcher) duplicate(c decoder.Cursor) bool {
+func (s *searcher) duplicate(c constraint.Cursor) bool {
 	k := maskKey{c.Trie(), c.Node()}
 	if n, ok := s.seen[k]; ok && n <= c.Len() {
 		return true
@@ -651,7 +651,7 @@ const (
 // advanceFree follows token id from c without the constraint (unconstrained
 // search). Text that completes an action reaching the goal stops there (the
 // rest of the token is not plan text).
-func (s *searcher) advanceFree(c decoder.Cursor, id int32) (decoder.Cursor, freeStep) {
+func (s *searcher) advanceFree(c constraint.Cursor, id int32) (constraint.Cursor, freeStep) {
 	if s.idx.IsEnd(id) {
 		if !c.AtBoundary() {
 			return c, freeInvalid

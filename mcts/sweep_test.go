@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,7 +158,7 @@ func orDefault(s, def string) string {
 }
 
 func runSweepTask(t *testing.T, lm models.LM, dec *decoder.Decoder, tk sweepTask, method string, budget, freeBudget time.Duration) sweepRecord {
-	space := decoder.SpaceOptions{StopAtGoal: true, MaxActions: 100}
+	space := constraint.Options{StopAtGoal: true, MaxActions: 100}
 	popts := decoder.PromptOptions{Goal: tk.goal}
 	rec := sweepRecord{Task: tk.name, Suite: tk.suite, Method: method}
 	ctx := context.Background()
@@ -166,7 +167,7 @@ func runSweepTask(t *testing.T, lm models.LM, dec *decoder.Decoder, tk sweepTask
 		if method == "cgreedy-goal" {
 			// The plan may end only where the goal holds: greedy decoding
 			// cannot stop early by writing an end token.
-			space.EndPolicy = decoder.EndAtGoal
+			space.EndPolicy = constraint.EndAtGoal
 		}
 		r, err := dec.Decode(ctx, decoder.Request{Lexicon: tk.lex, Prompt: popts, Space: space}, decoder.Options{Constrained: method != "greedy"})
 		if err != nil {
@@ -176,7 +177,7 @@ func runSweepTask(t *testing.T, lm models.LM, dec *decoder.Decoder, tk sweepTask
 		rec.EvaluatedTokens, rec.GeneratedTokens, rec.PromptTokens = int64(r.EvaluatedTokens), r.GeneratedTokens, r.PromptTokens
 		rec.ModelCalls, rec.Seconds, rec.Stop = int64(r.ModelCalls), r.Seconds, r.EndReason
 	case "cmcts", "mcts":
-		sp, err := decoder.NewSpace(dec.Index(), tk.lex, space)
+		sp, err := constraint.New(dec.Index(), tk.lex, space)
 		if err != nil {
 			t.Fatal(err)
 		}

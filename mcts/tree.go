@@ -1,9 +1,9 @@
 package mcts
 
 import (
+	"github.com/nesy-dev/nesy/constraint"
 	"math"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 )
 
@@ -35,7 +35,7 @@ type node struct {
 	// toks are the tokens of the edge from the parent (more than one for a
 	// collapsed forced chain).
 	toks []int32
-	cur  decoder.Cursor
+	cur  constraint.Cursor
 	// depth is the number of sequence positions after toks (prompt
 	// included).
 	depth int

@@ -1,9 +1,9 @@
 package mcts
 
 import (
+	"github.com/nesy-dev/nesy/constraint"
 	"math"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/trie"
 )
@@ -35,7 +35,7 @@ type mask struct {
 const maxMasks = 1 << 16
 
 // mask returns the cached mask of the open cursor c.
-func (s *searcher) mask(c decoder.Cursor) *mask {
+func (s *searcher) mask(c constraint.Cursor) *mask {
 	k := maskKey{c.Trie(), c.Node()}
 	if m, ok := s.masks[k]; ok {
 		s.stats.MaskHits++
@@ -73,7 +73,7 @@ func (s *searcher) h(st pddl.State) float64 {
 // hmin returns the best heuristic value among the successors by the
 // applicable actions whose text still starts with c's partial text, less
 // the helpful-action bonus for actions FF's relaxed plan uses.
-func (s *searcher) hmin(c decoder.Cursor, m *mask) float64 {
+func (s *searcher) hmin(c constraint.Cursor, m *mask) float64 {
 	if m.hminOK {
 		return m.hmin
 	}
@@ -120,7 +120,7 @@ func (s *searcher) helpful(st pddl.State) map[string]bool {
 // when it is a dead end: at an action boundary -h(s) - lambda*|plan|; inside
 // an action (unless NoLookahead) the best completion's value,
 // -min_a h(s·a) - lambda*(|plan|+1).
-func (s *searcher) staticValue(c decoder.Cursor) (float64, bool) {
+func (s *searcher) staticValue(c constraint.Cursor) (float64, bool) {
 	lam := s.opts.Lambda
 	if c.AtBoundary() || s.opts.NoLookahead {
 		h := s.h(c.State())
@@ -132,7 +132,7 @@ func (s *searcher) staticValue(c decoder.Cursor) (float64, bool) {
 
 // planValue is the value of a plan that ended at c without the goal:
 // -h(s) - lambda*|plan| (false for a dead-end state).
-func (s *searcher) planValue(c decoder.Cursor) (float64, bool) {
+func (s *searcher) planValue(c constraint.Cursor) (float64, bool) {
 	h := s.h(c.State())
 	return -h - s.opts.Lambda*float64(c.Len()), !math.IsInf(h, 1)
 }

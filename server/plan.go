@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
@@ -415,7 +415,7 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 	if req.MaxActions == 0 {
 		req.MaxActions = min(100, o.MaxActions)
 	}
-	if _, err := decoder.ParseEndPolicy(req.End); err != nil {
+	if _, err := constraint.ParseEndPolicy(req.End); err != nil {
 		return bad("end: %v", err)
 	}
 	if req.Heuristic == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -23,7 +24,7 @@ const progressEvery = 500 * time.Millisecond
 // built once per loaded model and shared by every request.
 func (e *modelEntry) indexFor() (*trie.Index, error) {
 	e.once.Do(func() {
-		e.extra, e.exErr = decoder.NewIndex(e.engine)
+		e.extra, e.exErr = constraint.NewIndex(e.engine)
 	})
 	if e.exErr != nil {
 		return nil, e.exErr
@@ -61,8 +62,8 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
 	}
 	req := job.req
-	end, _ := decoder.ParseEndPolicy(req.End) // checked with the request
-	space := decoder.SpaceOptions{MaxActions: req.MaxActions, StopAtGoal: true, EndPolicy: end}
+	end, _ := constraint.ParseEndPolicy(req.End) // checked with the request
+	space := constraint.Options{MaxActions: req.MaxActions, StopAtGoal: true, EndPolicy: end}
 	prompt := decoder.PromptOptions{Think: req.Think, Goal: job.goal}
 	bctx, cancel := context.WithTimeout(ctx, job.budget)
 	defer cancel()
@@ -130,15 +131,15 @@ func (s *Server) decode(ctx context.Context, dec *decoder.Decoder, job *planJob,
 	if res.FirstInvalid != nil {
 		out.invalidText, out.invalidReason = res.FirstInvalid.Text, res.FirstInvalid.Reason
 	}
-	out.budgetOut = !res.GoalReached && (res.EndReason == "max_tokens" || res.EndReason == decoder.EndedAtMaxActions.String())
+	out.budgetOut = !res.GoalReached && (res.EndReason == "max_tokens" || res.EndReason == constraint.EndedAtMaxActions.String())
 	s.m.observeMask(res)
 	return out, err
 }
 
 // search runs mcts or cmcts.
-func (s *Server) search(ctx context.Context, dec *decoder.Decoder, lm *requestLM, job *planJob, space decoder.SpaceOptions, prompt decoder.PromptOptions) (planOutcome, error) {
+func (s *Server) search(ctx context.Context, dec *decoder.Decoder, lm *requestLM, job *planJob, space constraint.Options, prompt decoder.PromptOptions) (planOutcome, error) {
 	req := job.req
-	sp, err := decoder.NewSpace(dec.Index(), job.lex, space)
+	sp, err := constraint.New(dec.Index(), job.lex, space)
 	if err != nil {
 		return planOutcome{}, err
 	}

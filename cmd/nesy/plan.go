@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nesy-dev/nesy/constraint"
 	"io"
 	"log/slog"
 	"os"
@@ -205,8 +206,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return inputError(err)
 	}
 
-	end, _ := decoder.ParseEndPolicy(f.end)
-	space := decoder.SpaceOptions{EndPolicy: end, StopAtGoal: f.stopAtGoal, MaxActions: f.maxActions}
+	end, _ := constraint.ParseEndPolicy(f.end)
+	space := constraint.Options{EndPolicy: end, StopAtGoal: f.stopAtGoal, MaxActions: f.maxActions}
 	if f.endMarker != "" {
 		space.End = f.endMarker + "\n"
 	}
@@ -246,7 +247,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		states = r.States
 	case methodMCTS, methodCMCTS:
 		start := time.Now()
-		sp, err := decoder.NewSpace(dec.Index(), pt.lex, space)
+		sp, err := constraint.New(dec.Index(), pt.lex, space)
 		if err != nil {
 			return inputError(err)
 		}
@@ -337,7 +338,7 @@ func (f *planFlags) check() error {
 	default:
 		return fmt.Errorf("unknown --method %q (want greedy, cgreedy, mcts or cmcts)", f.method)
 	}
-	if _, err := decoder.ParseEndPolicy(f.end); err != nil {
+	if _, err := constraint.ParseEndPolicy(f.end); err != nil {
 		return fmt.Errorf("--end: %w", err)
 	}
 	return (decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP}).Check()
