@@ -15,25 +15,26 @@ import (
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/planner"
 	"github.com/nesy-dev/nesy/trie"
 )
 
-// Methods.
+// Methods (package planner's, by name; direct is bench's own).
 const (
 	// MethodDirect is the direct policy: one unconstrained command per turn,
 	// with the environment's feedback, until the goal or the step budget.
-	MethodDirect = "direct"
+	MethodDirect = string(planner.Direct)
 	// MethodGreedy and MethodCGreedy decode a whole plan greedily,
 	// unconstrained and constrained.
-	MethodGreedy  = "greedy"
-	MethodCGreedy = "cgreedy"
+	MethodGreedy  = string(planner.Greedy)
+	MethodCGreedy = string(planner.CGreedy)
 	// MethodMCTS and MethodCMCTS search the model's tokens, unconstrained
 	// and constrained.
-	MethodMCTS  = "mcts"
-	MethodCMCTS = "cmcts"
+	MethodMCTS  = string(planner.MCTS)
+	MethodCMCTS = string(planner.CMCTS)
 	// MethodThinking decodes a plan greedily and unconstrained after Qwen's
 	// thinking.
-	MethodThinking = "thinking"
+	MethodThinking = string(planner.Thinking)
 )
 
 // Modes.

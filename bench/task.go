@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nesy-dev/nesy/constraint"
 	"image/png"
 	"sort"
 	"strings"
@@ -15,10 +14,10 @@ import (
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
 	"github.com/nesy-dev/nesy/lexicon"
-	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
+	"github.com/nesy-dev/nesy/planner"
 )
 
 // runner runs the tasks of one Config.
@@ -176,65 +175,25 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 	cfg := &r.cfg
 	start := time.Now()
 	defer func() { out.seconds = elapsed(start) }()
-	budget := time.Duration(cfg.Seconds * float64(time.Second))
-	space := constraint.Options{StopAtGoal: true, MaxActions: cfg.MaxActions}
-	popts := decoder.PromptOptions{Goal: goal, OmitStatic: cfg.OmitStatic, Think: cfg.Method == MethodThinking}
-	switch cfg.Method {
-	case MethodGreedy, MethodCGreedy, MethodThinking:
-		dctx, cancel := context.WithTimeout(ctx, budget)
-		defer cancel()
-		res, err := r.dec.Decode(dctx, decoder.Request{Lexicon: lex, Prompt: popts, Space: space},
-			decoder.Options{Constrained: cfg.Method == MethodCGreedy, MaxTokens: cfg.MaxTokens,
-				Sampling: decoder.Sampling{Seed: cfg.Seed}})
-		if res == nil {
-			return out, err
-		}
-		out.lines, out.texts, out.stop = res.Lines, res.Texts, res.EndReason
-		if dctx.Err() != nil {
-			out.stop = "time"
-		}
-		if res.FirstInvalid != nil {
-			out.invalid = fmt.Sprintf("step %d %q: %s", res.FirstInvalid.Step+1, res.FirstInvalid.Text, res.FirstInvalid.Reason)
-		} else if !res.Valid && res.ValidationError != "" {
-			out.invalid = res.ValidationError
-		}
-		out.usage = explore.Usage{PromptTokens: res.PromptTokens, GeneratedTokens: res.GeneratedTokens,
-			EvaluatedTokens: res.EvaluatedTokens, ModelCalls: res.ModelCalls}
-		out.think = res.ThinkingTokens
-		return out, err
-	case MethodMCTS, MethodCMCTS:
-		sp, err := constraint.New(r.dec.Index(), lex, space)
-		if err != nil {
-			return out, err
-		}
-		p, err := decoder.BuildPrompt(cfg.Model, lex, popts)
-		if err != nil {
-			return out, err
-		}
-		if n := cfg.Model.Info().ContextLength; n > 0 && len(p.Tokens) >= n {
-			return out, fmt.Errorf("the prompt has %d tokens, the context holds %d: %w", len(p.Tokens), n, models.ErrContextLength)
-		}
-		sctx, cancel := context.WithTimeout(ctx, budget+budget/2+5*time.Second) // Time is the bound; this is a backstop
-		defer cancel()
-		res, err := mcts.Search(sctx, cfg.Model, sp, p.Tokens, mcts.Options{
-			Time: budget, Simulations: cfg.Simulations, Heuristic: cfg.Heuristic, Seed: cfg.Seed,
-			Base: 10, MaxActions: cfg.MaxActions, Unconstrained: cfg.Method == MethodMCTS,
-		})
-		if res == nil {
-			return out, err
-		}
-		out.lines, out.texts, out.stop = res.Lines, res.Texts, res.Stop
-		if !res.Valid {
-			out.invalid = res.Validation.Error
-		}
-		out.usage = explore.Usage{PromptTokens: int(res.Stats.PromptTokens), GeneratedTokens: len(res.Tokens),
-			EvaluatedTokens: int(res.Stats.EvaluatedTokens), ModelCalls: int(res.Stats.ModelCalls)}
-		if err != nil && sctx.Err() != nil && ctx.Err() == nil {
-			err = nil // the backstop deadline: keep the best plan
-		}
+	res, err := planner.Run(ctx, cfg.Model, planner.Task{Lexicon: lex, Goal: goal}, planner.Method(cfg.Method), planner.Options{
+		Budgets: planner.Budgets{Time: time.Duration(cfg.Seconds * float64(time.Second)), Simulations: cfg.Simulations,
+			GeneratedTokens: cfg.MaxTokens, MaxActions: cfg.MaxActions},
+		Seed: cfg.Seed, Heuristic: cfg.Heuristic, OmitStatic: cfg.OmitStatic, Index: r.dec.Index(),
+	})
+	if res == nil {
 		return out, err
 	}
-	return out, fmt.Errorf("unknown method %q", cfg.Method)
+	out.lines, out.texts, out.stop = res.Lines, res.Texts, string(res.Stop)
+	switch {
+	case res.FirstInvalid != nil:
+		out.invalid = fmt.Sprintf("step %d %q: %s", res.FirstInvalid.Step+1, res.FirstInvalid.Text, res.FirstInvalid.Reason)
+	case !res.Valid:
+		out.invalid = res.Validation.Error
+	}
+	out.usage = explore.Usage{PromptTokens: int(res.PromptTokens), GeneratedTokens: int(res.GeneratedTokens),
+		EvaluatedTokens: int(res.EvaluatedTokens), ModelCalls: int(res.ModelCalls)}
+	out.think = int(res.ThinkingTokens)
+	return out, err
 }
 
 // DirectSystem is the direct policy's system message.

@@ -7,25 +7,23 @@ import (
 	"github.com/nesy-dev/nesy/constraint"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
+	"github.com/nesy-dev/nesy/planner"
 )
 
-// Planning methods of POST /v1/plan.
+// Planning methods of POST /v1/plan: package planner's.
 const (
-	MethodGreedy  = "greedy"  // unconstrained greedy (or sampled) decoding
-	MethodCGreedy = "cgreedy" // constrained decoding: every action applicable
-	MethodMCTS    = "mcts"    // token-level MCTS over the full vocabulary
-	MethodCMCTS   = "cmcts"   // token-level MCTS over executable prefixes
+	MethodGreedy   = string(planner.Greedy)   // unconstrained greedy (or sampled) decoding
+	MethodCGreedy  = string(planner.CGreedy)  // constrained decoding: every action applicable
+	MethodMCTS     = string(planner.MCTS)     // token-level MCTS over the full vocabulary
+	MethodCMCTS    = string(planner.CMCTS)    // token-level MCTS over executable prefixes
+	MethodThinking = string(planner.Thinking) // a thinking model thinks, then writes freely
 )
-
-// Methods lists the planning methods.
-var Methods = []string{MethodGreedy, MethodCGreedy, MethodMCTS, MethodCMCTS}
 
 // PlanRequest is the body of POST /v1/plan. Give the task either as PDDL
 // text (Domain and Problem) or as an environment and a task id (Env, Task).
@@ -40,7 +38,7 @@ type PlanRequest struct {
 	// absent means the built-in lexicon of the domain (or of the env).
 	Lexicon json.RawMessage `json:"lexicon,omitempty"`
 	Model   string          `json:"model,omitempty"`
-	// Method is greedy, cgreedy, mcts or cmcts; "" means cmcts.
+	// Method is greedy, cgreedy, mcts, cmcts or thinking; "" means cmcts.
 	Method string `json:"method,omitempty"`
 
 	// Seconds bounds the planner's wall-clock time; 0 means 60 (or the
@@ -134,6 +132,9 @@ type PlanResponse struct {
 
 	PromptTokens    int64 `json:"prompt_tokens"`
 	GeneratedTokens int64 `json:"generated_tokens"`
+	// ThinkingTokens are the tokens a thinking model wrote before the
+	// plan (not counted in GeneratedTokens, as the CLI and bench count).
+	ThinkingTokens  int64 `json:"thinking_tokens,omitempty"`
 	EvaluatedTokens int64 `json:"evaluated_tokens"`
 	ModelCalls      int64 `json:"model_calls"`
 	Simulations     int64 `json:"simulations,omitempty"`
@@ -213,7 +214,8 @@ type planOutcome struct {
 	valid     bool // the planner's own verdict
 	goal      bool
 	prompt    int64
-	generated int64
+	generated int64 // the answer's tokens
+	thinking  int64 // thinking tokens before the answer
 	evaluated int64
 	calls     int64
 	sims      int64
@@ -317,6 +319,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countTokens(out.prompt, out.generated, out.evaluated, out.calls)
+	s.m.tokens.WithLabelValues("thinking").Add(float64(out.thinking))
 	s.m.sims.Add(float64(out.sims))
 
 	resp := s.planResponse(job, out)
@@ -387,13 +390,11 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 	if len(req.Domain) > o.MaxPDDLBytes || len(req.Problem) > o.MaxPDDLBytes {
 		return errorf(http.StatusRequestEntityTooLarge, CodePDDLTooLarge, "PDDL text is limited to %d bytes each for domain and problem (got %d and %d)", o.MaxPDDLBytes, len(req.Domain), len(req.Problem))
 	}
-	if req.Method == "" {
-		req.Method = MethodCMCTS
+	m, err := planner.ParseMethod(req.Method, false)
+	if err != nil {
+		return bad("%v", err)
 	}
-	req.Method = strings.ToLower(req.Method)
-	if !slices.Contains(Methods, req.Method) {
-		return bad("unknown method %q (want one of %s)", req.Method, strings.Join(Methods, ", "))
-	}
+	req.Method = string(m)
 	switch {
 	case req.Seconds < 0 || math.IsNaN(req.Seconds) || req.Simulations < 0 || req.MaxTokens < 0 || req.MaxActions < 0 || req.MaxEvaluatedTokens < 0:
 		return bad("budgets must not be negative")
@@ -548,7 +549,7 @@ func unreachableGoalFacts(task *pddl.Task, goal *pddl.Formula) []string {
 func (s *Server) planResponse(job *planJob, out planOutcome) *PlanResponse {
 	task := job.task
 	resp := &PlanResponse{Model: job.model.name, Method: job.req.Method, StopReason: out.stop, Text: out.text,
-		PromptTokens: out.prompt, GeneratedTokens: out.generated, EvaluatedTokens: out.evaluated,
+		PromptTokens: out.prompt, GeneratedTokens: out.generated, ThinkingTokens: out.thinking, EvaluatedTokens: out.evaluated,
 		ModelCalls: out.calls, Simulations: out.sims, Plan: []string{}, Actions: []string{}}
 	steps := make([]pddl.PlanStep, 0, len(out.actions))
 	for i, a := range out.actions {

@@ -134,7 +134,7 @@ func TestPlanMethods(t *testing.T) {
 			}
 		})
 	}
-	for _, m := range Methods {
+	for _, m := range []string{MethodGreedy, MethodCGreedy, MethodMCTS, MethodCMCTS} {
 		var n float64
 		for _, o := range planOutcomes {
 			if v := ts.metric(`nesy_plan_requests_total{method="` + m + `",outcome="` + o + `"}`); v > 0 {

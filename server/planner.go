@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nesy-dev/nesy/constraint"
 	"net/http"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/planner"
 	"github.com/nesy-dev/nesy/trie"
 )
 
@@ -32,11 +33,12 @@ func (e *modelEntry) indexFor() (*trie.Index, error) {
 	return e.extra.(*trie.Index), nil
 }
 
-// runPlanner runs the request's method on its model: greedy and cgreedy
-// through package decoder, mcts and cmcts through package mcts. The
-// request's seconds budget is a deadline on the planner; when it (or
-// another budget) runs out the plan so far is returned with budgetOut set.
-// A cancelled ctx (client gone, shutdown) returns ctx's error.
+// runPlanner runs the request's method on its model through package
+// planner. The request's seconds budget is the planner's time budget; when
+// it (or another budget) runs out the plan so far is returned with
+// budgetOut set. A cancelled ctx (client gone, shutdown) returns ctx's
+// error. Every sequence the request allocated is released before it
+// returns, whatever the planner did.
 func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome, err error) {
 	// A panic in a planner is an internal error of this request, answered
 	// as such even when a stream has started (the recover middleware can
@@ -57,32 +59,70 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 	// slots, so that a search evicts its own forks instead of taking the
 	// slots every other running request needs.
 	lm := newRequestLM(job.model.engine, s.opts.MaxConcurrent)
-	dec, err := decoder.New(lm, idx)
-	if err != nil {
-		return planOutcome{}, fmt.Errorf("preparing the model for decoding: %w", err)
-	}
+	defer lm.releaseAll()
 	req := job.req
 	end, _ := constraint.ParseEndPolicy(req.End) // checked with the request
-	space := constraint.Options{MaxActions: req.MaxActions, StopAtGoal: true, EndPolicy: end}
-	prompt := decoder.PromptOptions{Think: req.Think, Goal: job.goal}
-	bctx, cancel := context.WithTimeout(ctx, job.budget)
-	defer cancel()
-	switch req.Method {
-	case MethodGreedy, MethodCGreedy:
-		out, err = s.decode(bctx, dec, job, decoder.Request{Lexicon: job.lex, Prompt: prompt, Space: space})
-	default:
-		out, err = s.search(bctx, dec, lm, job, space, prompt)
+	opts := planner.Options{
+		Budgets: planner.Budgets{Time: job.budget, Simulations: req.Simulations, EvaluatedTokens: req.MaxEvaluatedTokens,
+			GeneratedTokens: req.MaxTokens, MaxActions: req.MaxActions},
+		Heuristic: req.Heuristic, End: end, Think: req.Think, Index: idx,
+	}
+	if sp := req.Sampling; sp != nil {
+		opts.Sampling = decoder.Sampling{Temperature: sp.Temperature, TopK: sp.TopK, TopP: sp.TopP}
+		opts.Seed = sp.Seed
+	}
+	if sp := req.Search; sp != nil {
+		opts.Search = mcts.Options{Width: sp.Width, C: sp.C, Base: sp.Base, GoalReward: sp.GoalReward, Lambda: sp.Lambda,
+			Backup: sp.Backup, Batch: sp.Batch, Rollout: sp.Rollout, Exhaust: sp.Exhaust}
+		if sp.Seed != 0 {
+			opts.Seed = sp.Seed
+		}
+	}
+	method := planner.Method(req.Method)
+	if job.emit != nil {
+		st := job.task.Init
+		opts.OnEvent = func(e planner.Event) {
+			switch e.Kind {
+			case planner.EventAction:
+				ev := PlanEvent{Event: "action", Index: e.Index, Action: e.Line, Text: e.Text}
+				if req.Trace {
+					st = job.task.Apply(st, e.Action)
+					ev.State = stateFacts(job.task, st)
+				}
+				job.emit(ev)
+			case planner.EventInvalid:
+				job.emit(PlanEvent{Event: "invalid", Index: e.Index, Text: e.Text, Reason: e.Reason})
+			}
+		}
+		if method.Search() {
+			stop := s.reportProgress(ctx, job, lm)
+			defer stop()
+		}
+	}
+	res, err := planner.Run(ctx, lm, planner.Task{Lexicon: job.lex, Goal: job.goal}, method, opts)
+	if res != nil {
+		out = planOutcome{actions: res.Plan, texts: res.Texts, text: res.Text, stop: string(res.Stop),
+			valid: res.Valid, goal: res.GoalReached, prompt: res.PromptTokens, generated: res.GeneratedTokens,
+			thinking: res.ThinkingTokens, evaluated: res.EvaluatedTokens, calls: res.ModelCalls, sims: res.Simulations,
+			interrupted: res.Interrupted}
+		out.budgetOut = !res.GoalReached && res.Stop.BudgetRanOut()
+		if res.FirstInvalid != nil {
+			out.invalidText, out.invalidReason = res.FirstInvalid.Text, res.FirstInvalid.Reason
+		}
+		if res.Decode != nil {
+			s.m.observeMask(res.Decode)
+		}
+		if res.Search != nil && res.Search.ModelCalls > 0 {
+			s.m.occupancy.Observe(res.Search.BatchOccupancy)
+		}
 	}
 	if err != nil {
+		var tooLong *planner.PromptTooLongError
 		switch {
 		case ctx.Err() != nil:
 			return out, ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded) && bctx.Err() != nil:
-			// The seconds budget ran out: not an error, a partial plan
-			// (the planner's own verdict is about an interrupted run; the
-			// server's re-validation decides).
-			out.budgetOut, out.stop, out.interrupted = !out.goal, "time", true
-			return out, nil
+		case errors.As(err, &tooLong):
+			return out, errorf(http.StatusUnprocessableEntity, CodeBadRequest, "%v", err)
 		case errors.Is(err, models.ErrNoSequences), errors.Is(err, models.ErrCacheFull):
 			return out, &apiError{Status: http.StatusServiceUnavailable, Code: CodeModelBusy, RetryAfter: 5,
 				Message: "the model's KV cache is full with other requests' sequences; retry later: " + err.Error()}
@@ -94,128 +134,44 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 	return out, nil
 }
 
-// decode runs greedy or cgreedy decoding.
-func (s *Server) decode(ctx context.Context, dec *decoder.Decoder, job *planJob, dreq decoder.Request) (planOutcome, error) {
-	req := job.req
-	opts := decoder.Options{Constrained: req.Method == MethodCGreedy, MaxTokens: req.MaxTokens}
-	if sp := req.Sampling; sp != nil {
-		opts.Sampling = decoder.Sampling{Temperature: sp.Temperature, TopK: sp.TopK, TopP: sp.TopP, Seed: sp.Seed}
-	}
-	if job.emit != nil {
-		st := job.task.Init
-		opts.OnEvent = func(e decoder.Event) {
-			switch e.Kind {
-			case decoder.EventAction:
-				ev := PlanEvent{Event: "action", Index: e.Step, Action: e.Line, Text: e.ActionText}
-				if req.Trace {
-					st = job.task.Apply(st, e.Action)
-					ev.State = stateFacts(job.task, st)
-				}
-				job.emit(ev)
-			case decoder.EventInvalid:
-				job.emit(PlanEvent{Event: "invalid", Index: e.Step, Text: e.ActionText, Reason: e.Reason})
+// reportProgress sends a "search" event with the request's counters every
+// progressEvery until the returned stop is called or ctx ends.
+func (s *Server) reportProgress(ctx context.Context, job *planJob, lm *requestLM) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				job.emit(PlanEvent{Event: "search", EvaluatedTokens: lm.evaluated.Load(), ModelCalls: lm.calls.Load()})
 			}
 		}
+	}()
+	return func() {
+		close(done)
+		<-finished
 	}
-	res, err := dec.Decode(ctx, dreq, opts)
-	if res == nil {
-		if err == nil {
-			err = errors.New("decoder returned no result")
-		}
-		return planOutcome{}, err
-	}
-	out := planOutcome{actions: res.Plan, texts: res.Texts, text: res.Text, stop: res.EndReason,
-		valid: res.Valid, goal: res.GoalReached, prompt: int64(res.PromptTokens),
-		generated: int64(res.GeneratedTokens + res.ThinkingTokens), evaluated: int64(res.EvaluatedTokens),
-		calls: int64(res.ModelCalls)}
-	if res.FirstInvalid != nil {
-		out.invalidText, out.invalidReason = res.FirstInvalid.Text, res.FirstInvalid.Reason
-	}
-	out.budgetOut = !res.GoalReached && (res.EndReason == "max_tokens" || res.EndReason == constraint.EndedAtMaxActions.String())
-	s.m.observeMask(res)
-	return out, err
-}
-
-// search runs mcts or cmcts.
-func (s *Server) search(ctx context.Context, dec *decoder.Decoder, lm *requestLM, job *planJob, space constraint.Options, prompt decoder.PromptOptions) (planOutcome, error) {
-	req := job.req
-	sp, err := constraint.New(dec.Index(), job.lex, space)
-	if err != nil {
-		return planOutcome{}, err
-	}
-	p, err := decoder.BuildPrompt(lm, job.lex, prompt)
-	if err != nil {
-		return planOutcome{}, err
-	}
-	opts := mcts.Options{Heuristic: req.Heuristic, Time: job.budget, Simulations: req.Simulations,
-		MaxActions: req.MaxActions, Unconstrained: req.Method == MethodMCTS}
-	opts.Tokens = req.MaxEvaluatedTokens
-	if sp := req.Search; sp != nil {
-		opts.Width, opts.C, opts.Base, opts.GoalReward = sp.Width, sp.C, sp.Base, sp.GoalReward
-		opts.Lambda, opts.Backup, opts.Batch, opts.Rollout = sp.Lambda, sp.Backup, sp.Batch, sp.Rollout
-		opts.Exhaust, opts.Seed = sp.Exhaust, sp.Seed
-	}
-	if job.emit != nil {
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			t := time.NewTicker(progressEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					job.emit(PlanEvent{Event: "search", EvaluatedTokens: lm.evaluated.Load(), ModelCalls: lm.calls.Load()})
-				}
-			}
-		}()
-	}
-	res, err := mcts.Search(ctx, lm, sp, p.Tokens, opts)
-	if res == nil {
-		if err == nil {
-			err = errors.New("search returned no result")
-		}
-		return planOutcome{}, err
-	}
-	st := res.Stats
-	out := planOutcome{actions: res.Plan, texts: res.Texts, stop: res.Stop, valid: res.Valid, goal: res.GoalReached,
-		prompt: st.PromptTokens, generated: int64(len(res.Tokens)), evaluated: st.EvaluatedTokens, calls: st.ModelCalls,
-		sims: int64(st.Simulations)}
-	switch res.Stop {
-	case mcts.StopTime, mcts.StopSimulations, mcts.StopTokens:
-		out.budgetOut = !res.GoalReached
-	}
-	if space.MaxActions > 0 && len(res.Plan) >= space.MaxActions && !res.GoalReached {
-		out.budgetOut = true
-	}
-	if st.ModelCalls > 0 {
-		s.m.occupancy.Observe(st.BatchOccupancy)
-	}
-	if job.emit != nil {
-		cur := job.task.Init
-		for i, a := range res.Plan {
-			ev := PlanEvent{Event: "action", Index: i, Action: res.Lines[i], Text: res.Texts[i]}
-			if req.Trace {
-				cur = job.task.Apply(cur, a)
-				ev.State = stateFacts(job.task, cur)
-			}
-			job.emit(ev)
-		}
-	}
-	return out, err
 }
 
 // requestLM is one request's view of a loaded model: it counts the
-// request's evaluations (for progress events) and limits the sequences the
-// request holds at once to its share of the engine's slots (slots divided
-// by the requests admitted at once, at least 2). Beyond the share,
-// NewSequence and Fork fail with models.ErrNoSequences, which the search
-// answers by evicting its own least recently used forks.
+// request's evaluations (for progress events and per-request stats),
+// limits the sequences the request holds at once to its share of the
+// engine's slots (slots divided by the requests admitted at once, at least
+// 2) and releases every sequence it still holds when the request ends.
+// Beyond the share, NewSequence and Fork fail with models.ErrNoSequences,
+// which the search answers by evicting its own least recently used forks.
+//
+// Its method set is explicit: Close releases the request's sequences and
+// never the shared engine, and Stats are the request's own.
 type requestLM struct {
-	models.LM
+	engine           models.LM
 	evaluated, calls atomic.Int64
 	quota            int
 
@@ -223,9 +179,11 @@ type requestLM struct {
 	held map[models.SeqID]struct{}
 }
 
+var _ models.LM = (*requestLM)(nil)
+
 func newRequestLM(lm models.LM, concurrent int) *requestLM {
 	quota := max(2, lm.Stats().SequenceSlots/max(concurrent, 1))
-	return &requestLM{LM: lm, quota: quota, held: map[models.SeqID]struct{}{}}
+	return &requestLM{engine: lm, quota: quota, held: map[models.SeqID]struct{}{}}
 }
 
 func (c *requestLM) take(alloc func() (models.SeqID, error)) (models.SeqID, error) {
@@ -241,25 +199,82 @@ func (c *requestLM) take(alloc func() (models.SeqID, error)) (models.SeqID, erro
 	return id, err
 }
 
+// Info describes the model.
+func (c *requestLM) Info() models.Info { return c.engine.Info() }
+
+// Vocab returns the model's vocabulary.
+func (c *requestLM) Vocab() *models.Vocab { return c.engine.Vocab() }
+
+// Tokenize encodes text.
+func (c *requestLM) Tokenize(text string, parseSpecial bool) ([]int32, error) {
+	return c.engine.Tokenize(text, parseSpecial)
+}
+
+// Detokenize decodes tokens.
+func (c *requestLM) Detokenize(ids []int32) (string, error) { return c.engine.Detokenize(ids) }
+
+// RenderChat renders a chat with the model's template.
+func (c *requestLM) RenderChat(msgs []models.Message, opts models.ChatOptions) (string, error) {
+	return c.engine.RenderChat(msgs, opts)
+}
+
 // NewSequence allocates a sequence within the request's share.
-func (c *requestLM) NewSequence() (models.SeqID, error) { return c.take(c.LM.NewSequence) }
+func (c *requestLM) NewSequence() (models.SeqID, error) { return c.take(c.engine.NewSequence) }
 
 // Fork forks a sequence within the request's share.
 func (c *requestLM) Fork(src models.SeqID, n int) (models.SeqID, error) {
-	return c.take(func() (models.SeqID, error) { return c.LM.Fork(src, n) })
+	return c.take(func() (models.SeqID, error) { return c.engine.Fork(src, n) })
 }
+
+// Truncate drops a sequence's tail.
+func (c *requestLM) Truncate(seq models.SeqID, n int) error { return c.engine.Truncate(seq, n) }
+
+// Len returns a sequence's cached positions.
+func (c *requestLM) Len(seq models.SeqID) int { return c.engine.Len(seq) }
 
 // Release frees a sequence of the request.
 func (c *requestLM) Release(seq models.SeqID) {
 	c.mu.Lock()
+	_, ok := c.held[seq]
 	delete(c.held, seq)
 	c.mu.Unlock()
-	c.LM.Release(seq)
+	if ok {
+		c.engine.Release(seq)
+	}
+}
+
+// releaseAll frees every sequence the request still holds (a planner that
+// returned early, or leaked).
+func (c *requestLM) releaseAll() {
+	c.mu.Lock()
+	held := c.held
+	c.held = map[models.SeqID]struct{}{}
+	c.mu.Unlock()
+	for id := range held {
+		c.engine.Release(id)
+	}
+}
+
+// Close ends the request's use of the model: its sequences are released;
+// the shared engine stays open.
+func (c *requestLM) Close() error {
+	c.releaseAll()
+	return nil
+}
+
+// Stats are the request's own: its evaluations and the sequences it holds
+// within its share (the engine-wide figures are the server's metrics).
+func (c *requestLM) Stats() models.Stats {
+	c.mu.Lock()
+	held := len(c.held)
+	c.mu.Unlock()
+	return models.Stats{ModelCalls: c.calls.Load(), EvaluatedTokens: c.evaluated.Load(),
+		SequencesInUse: held, SequenceSlots: c.quota}
 }
 
 // Eval evaluates and counts.
 func (c *requestLM) Eval(ctx context.Context, reqs []models.EvalRequest) ([]models.EvalResult, error) {
-	res, err := c.LM.Eval(ctx, reqs)
+	res, err := c.engine.Eval(ctx, reqs)
 	if err == nil {
 		c.calls.Add(1)
 		for _, r := range res {

@@ -80,3 +80,56 @@ func TestDefaultSequences(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestLMReleasesLeaks: a planner that returns without releasing its
+// sequences (a leak, or an early error) still leaves none in use once the
+// request ends; Close never closes the shared engine, and Stats are the
+// request's own.
+func TestRequestLMReleasesLeaks(t *testing.T) {
+	path := testModel(t, t.TempDir(), "m", gguf.ArchQwen3)
+	e, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	leaky := func(lm models.LM) {
+		root, err := lm.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lm.Eval(context.Background(), []models.EvalRequest{{Seq: root, Tokens: []int32{5, 6, 7}}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			if _, err := lm.Fork(root, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, end := range []string{"releaseAll", "Close"} {
+		lm := newRequestLM(e, 1)
+		leaky(lm)
+		if st := lm.Stats(); st.SequencesInUse != 4 || st.ModelCalls != 1 || st.EvaluatedTokens != 3 {
+			t.Errorf("request stats %+v, want 4 sequences, 1 call, 3 tokens", st)
+		}
+		if n := e.Stats().SequencesInUse; n != 4 {
+			t.Fatalf("%d sequences in use before the end, want 4", n)
+		}
+		if end == "Close" {
+			if err := lm.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			lm.releaseAll()
+		}
+		if n := e.Stats().SequencesInUse; n != 0 {
+			t.Errorf("%s: %d sequences still in use", end, n)
+		}
+	}
+	// The engine is still open after the requests' Close.
+	s, err := e.NewSequence()
+	if err != nil {
+		t.Fatalf("the engine was closed by a request: %v", err)
+	}
+	e.Release(s)
+}

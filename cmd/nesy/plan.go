@@ -19,14 +19,7 @@ import (
 	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
-)
-
-// Planning methods of nesy plan.
-const (
-	methodGreedy  = "greedy"  // unconstrained decoding
-	methodCGreedy = "cgreedy" // constrained decoding
-	methodMCTS    = "mcts"    // token-level MCTS over the whole vocabulary
-	methodCMCTS   = "cmcts"   // token-level MCTS over executable prefixes
+	"github.com/nesy-dev/nesy/planner"
 )
 
 // planJSON is the --json output of nesy plan (the CLI contract's fields
@@ -82,7 +75,7 @@ type planFlags struct {
 func newPlanCmd() *cobra.Command {
 	var f planFlags
 	cmd := &cobra.Command{
-		Use:   "plan --domain D --problem P --model M [--method greedy|cgreedy|mcts|cmcts] [--json]",
+		Use:   "plan --domain D --problem P --model M [--method greedy|cgreedy|mcts|cmcts|thinking] [--json]",
 		Short: "Generate a plan with a language model, constrained to executable actions",
 		Long: `Plan asks a language model for a plan for a PDDL task and re-validates it.
 
@@ -93,6 +86,11 @@ Methods:
            the current state, so the plan is executable by construction
   mcts     token-level tree search over the model's whole vocabulary
   cmcts    token-level tree search over executable prefixes (the default)
+  thinking a thinking model (Qwen 3) thinks first, then writes freely
+
+The searches use the paper's settings (width 16, c 2.5, base 10, batch 16,
+h_FF leaf values, lambda 0.1): the same as POST /v1/plan and nesy bench, all
+three running package planner.
 
 --model takes a GGUF file, the name of a model pulled into the local Ollama
 store (e.g. qwen3:4b), or "tiny": a random-weight qwen3 model generated once
@@ -121,7 +119,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.StringVar(&f.domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
 	fl.StringVar(&f.problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
 	fl.StringVar(&f.model, "model", "", `GGUF file, Ollama model name, or "tiny" (a generated random-weight qwen3, cached)`)
-	fl.StringVar(&f.method, "method", methodCMCTS, "greedy, cgreedy, mcts or cmcts")
+	fl.StringVar(&f.method, "method", string(planner.DefaultMethod), planner.Names(planner.Methods()))
 	fl.StringVar(&f.lexicon, "lexicon", "", "lexicon JSON file (action and object text)")
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
 	fl.IntVar(&f.simulations, "simulations", 0, "simulation budget of mcts/cmcts (0: none)")
@@ -186,10 +184,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// ggml's backend logs through the default logger while loading.
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(logger)
-	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, Logger: logger}
-	if f.method == methodMCTS || f.method == methodCMCTS {
-		mopts.Sequences = mcts.SuggestedSequences
-	}
+	method, _ := planner.ParseMethod(f.method, false) // checked above
+	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, Logger: logger,
+		Sequences: planner.SuggestedSequences(method)}
 	path := f.model
 	if path == tinyModel {
 		if path, err = ensureTinyModel(errw, "", f.seed); err != nil {
@@ -201,86 +198,40 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return inputError(fmt.Errorf("loading the model: %w", err))
 	}
 	defer lm.Close()
-	dec, err := decoder.New(lm, nil)
-	if err != nil {
-		return inputError(err)
-	}
 
 	end, _ := constraint.ParseEndPolicy(f.end)
-	space := constraint.Options{EndPolicy: end, StopAtGoal: f.stopAtGoal, MaxActions: f.maxActions}
-	if f.endMarker != "" {
-		space.End = f.endMarker + "\n"
+	opts := planner.Options{
+		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
+			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
+		Seed:      f.seed,
+		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
+		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, Think: f.think,
 	}
-	prompt := decoder.PromptOptions{Goal: pt.goal, Think: f.think}
-	if f.seconds > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(f.seconds*float64(time.Second)))
-		defer cancel()
+	if f.maxActions == 0 {
+		opts.MaxActions = -1 // the flag's 0 means no limit
 	}
-
-	var states []pddl.State
-	switch f.method {
-	case methodGreedy, methodCGreedy:
-		r, err := dec.Decode(ctx, decoder.Request{Lexicon: pt.lex, Prompt: prompt, Space: space}, decoder.Options{
-			Constrained: f.method == methodCGreedy,
-			MaxTokens:   f.maxTokens,
-			Sampling:    decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP, Seed: f.seed},
-		})
-		if r == nil {
-			return inputError(err)
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintln(errw, "nesy plan: decoding stopped:", err)
-			res.Error = err.Error()
-		}
-		res.Plan, res.Actions = r.Lines, r.Texts
-		res.Valid, res.GoalReached, res.GoalError = r.Valid, r.GoalReached, r.GoalError
-		res.GeneratedTokens, res.ThinkingTokens, res.PromptTokens = r.GeneratedTokens, r.ThinkingTokens, r.PromptTokens
-		res.EvaluatedTokens, res.ModelCalls, res.Seconds = int64(r.EvaluatedTokens), int64(r.ModelCalls), r.Seconds
-		res.StopReason, res.FirstInvalid, res.StepsWritten, res.Text = r.EndReason, r.FirstInvalid, r.StepsWritten, r.Text
-		if r.ValidationError != "" && r.FirstInvalid == nil {
-			res.Error = r.ValidationError
-		}
-		if r.Constrained {
-			res.Mask = &maskJSON{Steps: r.MaskSteps, Seconds: r.MaskSeconds, MaxSeconds: r.MaskMaxSeconds, Histogram: r.MaskHistogram[:]}
-		}
-		states = r.States
-	case methodMCTS, methodCMCTS:
-		start := time.Now()
-		sp, err := constraint.New(dec.Index(), pt.lex, space)
-		if err != nil {
-			return inputError(err)
-		}
-		p, err := decoder.BuildPrompt(lm, pt.lex, prompt)
-		if err != nil {
-			return inputError(err)
-		}
-		opts := mcts.Options{
-			Heuristic: f.heuristic, Simulations: f.simulations, Seed: f.seed,
-			MaxActions: f.maxActions, Unconstrained: f.method == methodMCTS,
-		}
-		if f.seconds > 0 {
-			opts.Time = time.Duration(f.seconds * float64(time.Second))
-		}
-		r, err := mcts.Search(ctx, lm, sp, p.Tokens, opts)
-		if r == nil {
-			return inputError(err)
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintln(errw, "nesy plan: search stopped:", err)
-			res.Error = err.Error()
-		}
-		res.Plan, res.Actions = r.Lines, r.Texts
-		res.Valid, res.GoalReached = r.Valid, r.GoalReached
-		res.GoalError = r.Validation.GoalError
-		if r.Validation.Error != "" {
-			res.Error = r.Validation.Error
-		}
-		res.GeneratedTokens, res.PromptTokens = len(r.Tokens), len(p.Tokens)
-		res.EvaluatedTokens, res.ModelCalls = r.Stats.EvaluatedTokens, r.Stats.ModelCalls
-		res.Seconds, res.StopReason, res.Search = time.Since(start).Seconds(), r.Stop, &r.Stats
-		states = r.Validation.States
+	r, err := planner.Run(ctx, lm, planner.Task{Lexicon: pt.lex, Goal: pt.goal}, method, opts)
+	if r == nil {
+		return inputError(err)
 	}
+	if err != nil {
+		fmt.Fprintf(errw, "nesy plan: %s stopped: %v\n", method, err)
+		res.Error = err.Error()
+	}
+	res.Method = string(r.Method)
+	res.Plan, res.Actions = r.Lines, r.Texts
+	res.Valid, res.GoalReached, res.GoalError = r.Valid, r.GoalReached, r.Validation.GoalError
+	if r.Validation.Error != "" && r.FirstInvalid == nil && res.Error == "" {
+		res.Error = r.Validation.Error
+	}
+	res.GeneratedTokens, res.ThinkingTokens, res.PromptTokens = int(r.GeneratedTokens), int(r.ThinkingTokens), int(r.PromptTokens)
+	res.EvaluatedTokens, res.ModelCalls, res.Seconds = r.EvaluatedTokens, r.ModelCalls, r.Seconds
+	res.StopReason, res.FirstInvalid, res.StepsWritten, res.Text = string(r.Stop), r.FirstInvalid, r.StepsWritten, r.Text
+	res.Search = r.Search
+	if d := r.Decode; d != nil && d.Constrained {
+		res.Mask = &maskJSON{Steps: d.MaskSteps, Seconds: d.MaskSeconds, MaxSeconds: d.MaskMaxSeconds, Histogram: d.MaskHistogram[:]}
+	}
+	states := r.Validation.States
 	if res.Plan == nil {
 		res.Plan, res.Actions = []string{}, []string{}
 	}
@@ -329,14 +280,12 @@ func (f *planFlags) check() error {
 	case strings.Contains(f.endMarker, "\n"):
 		return errors.New("--end-marker must be one line")
 	}
-	switch f.method {
-	case methodGreedy, methodCGreedy:
-	case methodMCTS, methodCMCTS:
-		if f.think {
-			return errors.New("--think works with greedy and cgreedy only")
-		}
-	default:
-		return fmt.Errorf("unknown --method %q (want greedy, cgreedy, mcts or cmcts)", f.method)
+	m, err := planner.ParseMethod(f.method, false)
+	if err != nil {
+		return fmt.Errorf("--method: %w", err)
+	}
+	if m.Search() && f.think {
+		return errors.New("--think works with greedy and cgreedy only")
 	}
 	if _, err := constraint.ParseEndPolicy(f.end); err != nil {
 		return fmt.Errorf("--end: %w", err)
