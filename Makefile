@@ -13,10 +13,17 @@ GO ?= go
 build:
 	$(GO) build -o bin/nesy ./cmd/nesy
 
+# The test binaries are built with SIMD flags, so a build without them is a
+# failure here (a plain `go test ./...` only warns). go.mod must be tidy;
+# the packages with concurrency of their own also run under the race
+# detector.
+RACE_PKGS ?= ./models ./server ./mcts ./pddl ./planner
 test:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
-	$(GO) test -timeout 40m ./...
+	NESY_REQUIRE_SIMD=1 $(GO) test -timeout 40m ./...
+	NESY_REQUIRE_SIMD=1 $(GO) test -race -short -timeout 30m $(RACE_PKGS)
 
 # The main job on a fresh machine: build, generate a tiny random-weight qwen3
 # model (with the real Qwen3 vocabulary when ../shared/tokenizers is there),

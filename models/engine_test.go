@@ -541,7 +541,13 @@ func TestSystemInfo(t *testing.T) {
 		t.Errorf("String() = %q", s.String())
 	}
 	if w := s.Warning(); w != "" {
-		t.Errorf("%s", w)
+		// make test and .ci/run build with SIMD flags and set
+		// NESY_REQUIRE_SIMD=1; a plain `go test` says so loudly and goes on.
+		if os.Getenv("NESY_REQUIRE_SIMD") == "1" {
+			t.Errorf("%s", w)
+		} else {
+			t.Logf("WARNING (NESY_REQUIRE_SIMD=1 makes this a failure): %s", w)
+		}
 	}
 	// A build without SIMD flags is reported on a CPU that has AVX2.
 	plain := System{Backends: []Backend{{Name: "CPU", Features: []Feature{{"SSE3", "1"}, {"AVX2", "0"}}}}}

@@ -11,7 +11,7 @@ import (
 	"github.com/ollama/ollama/tokenizer"
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/nesy-dev/nesy/models/gguf"
+	"github.com/nesy-dev/nesy/models/ggufvocab"
 	"github.com/nesy-dev/nesy/vocab"
 )
 
@@ -65,18 +65,18 @@ func newTextTokenizer(c fs.Config, vision bool) (*textTokenizer, error) {
 	if len(types) != len(tokens) {
 		types = make([]int32, len(tokens))
 		for i := range types {
-			types[i] = gguf.TypeNormal
+			types[i] = ggufvocab.TypeNormal
 		}
 	}
 	t := &textTokenizer{vocabSize: len(tokens), imageTags: vision, added: map[string]addedToken{}}
 	plainTypes := slices.Clone(types)
 	for i, ty := range types {
-		if ty == gguf.TypeControl || ty == gguf.TypeUserDefined {
-			plainTypes[i] = gguf.TypeNormal
+		if ty == ggufvocab.TypeControl || ty == ggufvocab.TypeUserDefined {
+			plainTypes[i] = ggufvocab.TypeNormal
 			if tokens[i] == "" {
 				continue
 			}
-			t.added[tokens[i]] = addedToken{id: int32(i), control: ty == gguf.TypeControl}
+			t.added[tokens[i]] = addedToken{id: int32(i), control: ty == ggufvocab.TypeControl}
 			t.firstByte[tokens[i][0]] = true
 			if t.minLen == 0 || len(tokens[i]) < t.minLen {
 				t.minLen = len(tokens[i])
@@ -87,7 +87,7 @@ func newTextTokenizer(c fs.Config, vision bool) (*textTokenizer, error) {
 	voc := &tokenizer.Vocabulary{Values: tokens, Types: plainTypes}
 	arch := c.Architecture()
 	switch model := c.String("tokenizer.ggml.model"); model {
-	case gguf.ModelSentencePiece:
+	case ggufvocab.ModelSentencePiece:
 		t.spm = true
 		voc.Scores = c.Floats("tokenizer.ggml.scores")
 		if len(voc.Scores) != len(tokens) {
@@ -98,18 +98,18 @@ func newTextTokenizer(c fs.Config, vision bool) (*textTokenizer, error) {
 		}
 		t.addSpacePrefix = c.Bool("tokenizer.ggml.add_space_prefix", !strings.HasPrefix(arch, "gemma"))
 		t.plain = tokenizer.NewSentencePiece(voc)
-	case gguf.ModelBPE:
+	case ggufvocab.ModelBPE:
 		voc.Merges = c.Strings("tokenizer.ggml.merges")
 		pre := c.String("tokenizer.ggml.pre")
 		if pre == "" && strings.HasPrefix(arch, "qwen") {
-			pre = gguf.Qwen2Pre
+			pre = ggufvocab.Qwen2Pre
 		}
-		t.nfc = pre == gguf.Qwen2Pre
+		t.nfc = pre == ggufvocab.Qwen2Pre
 		// The words are split here, with Unicode \s as Hugging Face's
 		// regex engine has it (the engine compiles its patterns in RE2
 		// mode, where \s is ASCII only); the engine's encoder then sees one
 		// word at a time and must not split it again.
-		pattern := gguf.Pretokenizer(pre)
+		pattern := ggufvocab.Pretokenizer(pre)
 		if pre == "default" {
 			pattern = gpt2Pattern
 		}
@@ -120,15 +120,15 @@ func newTextTokenizer(c fs.Config, vision bool) (*textTokenizer, error) {
 		t.pre = re
 		t.plain = tokenizer.NewBytePairEncoding(voc, `[\s\S]+`)
 	default:
-		return nil, fmt.Errorf("unsupported tokenizer model %q (want %q or %q)", model, gguf.ModelSentencePiece, gguf.ModelBPE)
+		return nil, fmt.Errorf("unsupported tokenizer model %q (want %q or %q)", model, ggufvocab.ModelSentencePiece, ggufvocab.ModelBPE)
 	}
 
 	v := &Vocab{Text: make([][]byte, len(tokens)), Special: make([]bool, len(tokens)), BOS: -1}
 	for i, s := range tokens {
 		switch types[i] {
-		case gguf.TypeControl, gguf.TypeUnknown:
+		case ggufvocab.TypeControl, ggufvocab.TypeUnknown:
 			v.Text[i], v.Special[i] = []byte(s), true
-		case gguf.TypeUnused:
+		case ggufvocab.TypeUnused:
 			v.Special[i] = true
 		default:
 			if t.spm {

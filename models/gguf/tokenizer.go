@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"fmt"
+	"github.com/nesy-dev/nesy/models/ggufvocab"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -10,26 +11,20 @@ import (
 	"github.com/dlclark/regexp2"
 )
 
-// Token types, as GGUF's tokenizer.ggml.token_type stores them.
+// Token types, tokenizer models and the Qwen pre-tokenizer name: package
+// ggufvocab's, repeated here for the writer's users.
 const (
-	TypeNormal      int32 = 1
-	TypeUnknown     int32 = 2
-	TypeControl     int32 = 3
-	TypeUserDefined int32 = 4
-	TypeUnused      int32 = 5
-	TypeByte        int32 = 6
-)
+	TypeNormal      = ggufvocab.TypeNormal
+	TypeUnknown     = ggufvocab.TypeUnknown
+	TypeControl     = ggufvocab.TypeControl
+	TypeUserDefined = ggufvocab.TypeUserDefined
+	TypeUnused      = ggufvocab.TypeUnused
+	TypeByte        = ggufvocab.TypeByte
 
-// Tokenizer models: SentencePiece (merges by score, "▁" for space, <0xNN>
-// byte fallback) and byte-level BPE (merges by rank over GPT-2 byte
-// symbols).
-const (
-	ModelSentencePiece = "llama"
-	ModelBPE           = "gpt2"
+	ModelSentencePiece = ggufvocab.ModelSentencePiece
+	ModelBPE           = ggufvocab.ModelBPE
+	Qwen2Pre           = ggufvocab.Qwen2Pre
 )
-
-// Qwen2Pre is the GGUF pre-tokenizer name of the Qwen2/2.5/3/3.5 regex.
-const Qwen2Pre = "qwen2"
 
 // Tokenizer is a vocabulary in GGUF terms.
 type Tokenizer struct {
@@ -130,16 +125,9 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Pretokenizer returns the regular expression (RE2 syntax plus lookahead,
-// as github.com/dlclark/regexp2 reads it) that splits text before
-// byte-level BPE for a GGUF pre-tokenizer name: qwen2 for Qwen, everything
-// else the Llama 3 pattern (the one Ollama's engine uses by default).
-func Pretokenizer(pre string) string {
-	if pre == Qwen2Pre {
-		return `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	}
-	return `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-}
+// Pretokenizer returns the split regex of a GGUF pre-tokenizer name (see
+// ggufvocab.Pretokenizer).
+func Pretokenizer(pre string) string { return ggufvocab.Pretokenizer(pre) }
 
 // ByteToSymbol maps each byte to the printable rune that stands for it in a
 // byte-level BPE vocabulary (GPT-2's bytes_to_unicode table).
