@@ -200,7 +200,7 @@ func BenchmarkStep(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			var set trie.Set
-			sm := newSampler(Sampling{})
+			sm := NewSampler(Sampling{})
 			k := 0
 			cur, _ := spaces[0].Start()
 			var worst time.Duration
@@ -209,7 +209,7 @@ func BenchmarkStep(b *testing.B) {
 				t0 := time.Now()
 				sp := spaces[k%len(spaces)]
 				sp.Allowed(cur, &set)
-				i := sm.pick(logits, set.IDs)
+				i := sm.Pick(logits, set.IDs)
 				if r.IntN(4) == 0 { // vary the path: argmax alone repeats itself
 					i = r.IntN(set.Len())
 				}
@@ -230,11 +230,11 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(family+"/unconstrained", func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			sm := newSampler(Sampling{})
+			sm := NewSampler(Sampling{})
 			lp := newLineParser(spaces[0].Lexicon(), spaces[0].Options(), func(Event) {})
 			cpu0, _ := threadCPU()
 			for b.Loop() {
-				tok := int32(sm.pick(logits, nil))
+				tok := int32(sm.Pick(logits, nil))
 				lp.write(idx.Text(tok))
 				if len(lp.line) > 200 {
 					lp.line = lp.line[:0]

@@ -315,7 +315,7 @@ func (s *Session) Decode(ctx context.Context, opts Options) (*Result, error) {
 		return nil, errors.New("decoder: session closed")
 	}
 	start := time.Now()
-	r := &run{s: s, sp: s.space, lm: s.d.lm, idx: s.d.idx, opts: opts, sm: newSampler(opts.Sampling)}
+	r := &run{s: s, sp: s.space, lm: s.d.lm, idx: s.d.idx, opts: opts, sm: NewSampler(opts.Sampling)}
 	r.res = &Result{Constrained: opts.Constrained, PromptTokens: len(s.prompt.Tokens)}
 	ev, calls, secs := s.TakePrefill()
 	r.res.EvaluatedTokens, r.res.ModelCalls = ev, calls
@@ -350,7 +350,7 @@ type run struct {
 	lm     models.LM
 	idx    *trie.Index
 	opts   Options
-	sm     *sampler
+	sm     *Sampler
 	res    *Result
 	seq    models.SeqID
 	logits []float32
@@ -439,7 +439,7 @@ func (r *run) decode(ctx context.Context) error {
 				r.end(constraint.DeadEnd.String())
 				return nil
 			}
-			i := r.sm.pick(r.logits, r.set.IDs)
+			i := r.sm.Pick(r.logits, r.set.IDs)
 			tok = r.set.IDs[i]
 			t1 := time.Now()
 			next, err := r.sp.Advance(r.cur, r.set.Next[i])
@@ -462,7 +462,7 @@ func (r *run) decode(ctx context.Context) error {
 				return nil
 			}
 		} else {
-			tok = int32(r.sm.pick(r.logits, nil))
+			tok = int32(r.sm.Pick(r.logits, nil))
 			if r.idx.IsEnd(tok) || !r.idx.IsText(tok) {
 				r.lp.flush()
 				if !r.ended {
@@ -503,7 +503,7 @@ func (r *run) think(ctx context.Context, room func() int) error {
 			r.res.Thinking = text.String()
 			return r.feed(ctx, close)
 		}
-		tok := int32(r.sm.pick(r.logits, nil))
+		tok := int32(r.sm.Pick(r.logits, nil))
 		if r.idx.IsEnd(tok) || (!r.idx.IsText(tok) && !bytes.Equal(r.idx.Text(tok), []byte("</think>"))) {
 			r.res.Thinking = text.String()
 			r.end(constraint.EndedByToken.String())

@@ -244,7 +244,9 @@ func TestDecodeLimitsEventsAndCancel(t *testing.T) {
 	e := d.Model()
 	tt := datasetTasks(t, 1)[0]
 	before := e.Stats().SequencesInUse
-	req := Request{Lexicon: tt.Lex, Space: constraint.Options{MaxActions: 4}, Prompt: PromptOptions{OmitStatic: true}}
+	// The plan may end only at the goal, so that no random model's end
+	// token cuts these decodes short.
+	req := Request{Lexicon: tt.Lex, Space: constraint.Options{MaxActions: 4, EndPolicy: constraint.EndAtGoal}, Prompt: PromptOptions{OmitStatic: true}}
 
 	t.Run("max tokens", func(t *testing.T) {
 		res, err := d.Decode(context.Background(), req, Options{Constrained: true, MaxTokens: 3})

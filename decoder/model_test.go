@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -48,17 +48,12 @@ func testModelPath(tb testing.TB, family string) string {
 	if p, ok := testModels.paths[family]; ok {
 		return p
 	}
-	tok, err := gguf.FromHF(testenv.Tokenizer(tb, family))
-	if err != nil {
-		tb.Fatal(err)
-	}
 	arch := gguf.ArchLlama
 	if family == "qwen3" {
 		arch = gguf.ArchQwen3
 	}
-	spec := gguf.Default(arch)
-	spec.Tokenizer = tok
-	spec.Seed = 1
+	spec := testkit.ModelSpec{Arch: arch, Tokenizer: family, Seed: 1}.Spec(tb)
+	var err error
 	if testModels.dir == "" {
 		if testModels.dir, err = os.MkdirTemp("", "nesy-decoder-test-"); err != nil {
 			tb.Fatal(err)

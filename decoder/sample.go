@@ -40,8 +40,11 @@ func (s Sampling) Check() error {
 	return nil
 }
 
-// sampler chooses tokens; it keeps its buffers between steps.
-type sampler struct {
+// Sampler chooses tokens by their logits (greedy, or sampled with
+// temperature, top-k and top-p); it keeps its buffers between steps. Every
+// user of a model's logits (decoding, Phase I's dialogs) picks through it.
+// It is not safe for concurrent use.
+type Sampler struct {
 	s    Sampling
 	rng  *rand.Rand
 	cand []cand
@@ -53,14 +56,15 @@ type cand struct {
 	l  float64 // scaled logit, then probability
 }
 
-func newSampler(s Sampling) *sampler {
-	return &sampler{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x6e657379))}
+// NewSampler returns a sampler seeded by s.Seed.
+func NewSampler(s Sampling) *Sampler {
+	return &Sampler{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x6e657379))}
 }
 
-// pick chooses among ids (all tokens when ids is nil) by their logits and
+// Pick chooses among ids (all tokens when ids is nil) by their logits and
 // returns the position in ids (the token id when ids is nil). It returns -1
 // only when there is no candidate.
-func (sm *sampler) pick(logits []float32, ids []int32) int {
+func (sm *Sampler) Pick(logits []float32, ids []int32) int {
 	n := len(ids)
 	if ids == nil {
 		n = len(logits)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 
+	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/trie"
 )
@@ -81,11 +81,11 @@ type DialogOptions struct {
 //
 // A Dialog is used by one goroutine at a time. Close releases its sequence.
 type Dialog struct {
-	lm   models.LM
-	idx  *trie.Index
-	opts DialogOptions
-	rng  *rand.Rand
-	msgs []models.Message
+	lm      models.LM
+	idx     *trie.Index
+	opts    DialogOptions
+	sampler *decoder.Sampler
+	msgs    []models.Message
 	// seq holds the cached conversation: toks[i] is its i-th token (an
 	// ImageToken placeholder for an image) and ends[i] the number of cache
 	// positions after it (an image takes several).
@@ -110,7 +110,7 @@ func NewDialog(lm models.LM, msgs []models.Message, opts DialogOptions) (*Dialog
 		opts.KeepTurns = 4
 	}
 	d := &Dialog{lm: lm, idx: opts.Index, opts: opts, msgs: slices.Clone(msgs),
-		rng: rand.New(rand.NewPCG(opts.Seed, 0x6578706c))}
+		sampler: decoder.NewSampler(decoder.Sampling{Temperature: opts.Temperature, Seed: opts.Seed})}
 	return d, nil
 }
 
@@ -197,7 +197,7 @@ func (d *Dialog) ChooseNote(ctx context.Context, options []string, note string) 
 		if d.set.Len() == 0 {
 			return -1, fmt.Errorf("explore: no token of the vocabulary continues %q toward an option", at.Text(node, nil))
 		}
-		i := d.pick(logits, d.set.IDs)
+		i := d.sampler.Pick(logits, d.set.IDs)
 		tok := d.set.IDs[i]
 		node = d.set.Next[i]
 		d.usage.GeneratedTokens++
@@ -235,7 +235,7 @@ func (d *Dialog) Reply(ctx context.Context, maxTokens int) (string, error) {
 	var text []byte
 	ctxLen := d.lm.Info().ContextLength
 	for n := 1; ; n++ {
-		tok := int32(d.pick(logits, nil))
+		tok := int32(d.sampler.Pick(logits, nil))
 		if slices.Contains(v.EOS, tok) {
 			break
 		}
@@ -274,49 +274,6 @@ func firstLine(text string) (string, bool) {
 		}
 		text = text[i+1:]
 	}
-}
-
-// pick chooses among ids (every token when ids is nil) and returns the
-// position in ids (the token id when nil).
-func (d *Dialog) pick(logits []float32, ids []int32) int {
-	n := len(ids)
-	if ids == nil {
-		n = len(logits)
-	}
-	at := func(i int) float64 {
-		if ids == nil {
-			return float64(logits[i])
-		}
-		return float64(logits[ids[i]])
-	}
-	if d.opts.Temperature <= 0 {
-		best, bv := 0, math.Inf(-1)
-		for i := 0; i < n; i++ {
-			if v := at(i); v > bv {
-				best, bv = i, v
-			}
-		}
-		return best
-	}
-	mx := math.Inf(-1)
-	for i := 0; i < n; i++ {
-		mx = math.Max(mx, at(i))
-	}
-	sum := 0.0
-	for i := 0; i < n; i++ {
-		if v := at(i); !math.IsNaN(v) {
-			sum += math.Exp((v - mx) / d.opts.Temperature)
-		}
-	}
-	r := d.rng.Float64() * sum
-	for i := 0; i < n; i++ {
-		if v := at(i); !math.IsNaN(v) {
-			if r -= math.Exp((v - mx) / d.opts.Temperature); r <= 0 {
-				return i
-			}
-		}
-	}
-	return n - 1
 }
 
 // prompt renders the conversation with the generation prompt, makes the

@@ -3,6 +3,7 @@ package mcts
 import (
 	"context"
 	"github.com/nesy-dev/nesy/constraint"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
@@ -23,15 +25,7 @@ import (
 // knowledge of planning.
 func testModelSpec(tb testing.TB) gguf.Spec {
 	tb.Helper()
-	tok, err := gguf.FromHF(testenv.Tokenizer(tb, "qwen3"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := gguf.Default(gguf.ArchQwen3)
-	s.Tokenizer = tok
-	s.ContextLength = 8192
-	s.Seed = 7
-	return s
+	return testkit.ModelSpec{Arch: gguf.ArchQwen3, Tokenizer: "qwen3", Seed: 7, ContextLength: 8192}.Spec(tb)
 }
 
 // modelFiles caches written model files per process (writing the Qwen3
@@ -118,10 +112,31 @@ func alfworldGames(tb testing.TB) []string {
 	return g
 }
 
+// alfworldGame returns the i-th ALFWorld game; on the repository's slice
+// (a handful of games) the smallest one, whose prompt fits every test
+// model's context.
+func alfworldGame(tb testing.TB, i int) string {
+	tb.Helper()
+	games := alfworldGames(tb)
+	if !testenv.IsSlice() {
+		return games[i]
+	}
+	best, size := games[0], int64(math.MaxInt64)
+	for _, g := range games {
+		if st, err := os.Stat(g); err == nil && st.Size() < size {
+			best, size = g, st.Size()
+		}
+	}
+	return best
+}
+
 // planbench returns the domain and instance-i problem of PlanBench
-// Blocksworld.
+// Blocksworld (on the repository's slice, one of its first ten instances).
 func planbench(tb testing.TB, i int) (string, string) {
 	tb.Helper()
 	d := filepath.Join(testenv.Datasets(tb), "planbench-blocksworld")
+	if testenv.IsSlice() && i > 10 {
+		i = i%10 + 1
+	}
 	return filepath.Join(d, "domain.pddl"), filepath.Join(d, "instances", "instance-"+strconv.Itoa(i)+".pddl")
 }

@@ -235,7 +235,7 @@ func TestDeterministic(t *testing.T) {
 // engine's own.
 func TestFewSequenceSlots(t *testing.T) {
 	path := modelPath(t, "tiny", tinySpec)
-	lex := loadTask(t, "", alfworldGames(t)[3])
+	lex := loadTask(t, "", alfworldGame(t, 3))
 	probe, idx := loadModel(t, path, models.Options{})
 	prompt := newSetup(t, probe, idx, lex, constraint.Options{}).prompt
 	tests := []struct {
@@ -274,7 +274,7 @@ func TestFewSequenceSlots(t *testing.T) {
 // its sources).
 func TestShareBelowBatch(t *testing.T) {
 	path := modelPath(t, "tiny", tinySpec)
-	lex := loadTask(t, "", alfworldGames(t)[3])
+	lex := loadTask(t, "", alfworldGame(t, 3))
 	tree := map[int]int64{}
 	for _, slots := range []int{16, 128} {
 		lm, idx := loadModel(t, path, models.Options{Sequences: slots})
@@ -293,7 +293,7 @@ func TestShareBelowBatch(t *testing.T) {
 
 func TestBatching(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{Sequences: 64})
-	st := newSetup(t, lm, idx, loadTask(t, "", alfworldGames(t)[3]), constraint.Options{})
+	st := newSetup(t, lm, idx, loadTask(t, "", alfworldGame(t, 3)), constraint.Options{})
 	one := st.search(t, Options{Batch: 1, Simulations: 200, Exhaust: true})
 	many := st.search(t, Options{Batch: 16, Simulations: 200, Exhaust: true})
 	if one.Stats.ModelCalls != int64(one.Stats.Simulations)+1 || one.Stats.BatchOccupancy != 1 {
@@ -577,11 +577,10 @@ func TestRealTasks(t *testing.T) {
 		t.Skip("short mode")
 	}
 	lm, idx := loadModel(t, modelPath(t, "qwen3", testModelSpec), models.Options{Sequences: 128})
-	games := alfworldGames(t)
 	type task struct{ name, domain, problem string }
 	var tasks []task
 	for _, i := range []int{0, 60, 120} {
-		g := games[i]
+		g := alfworldGame(t, i)
 		tasks = append(tasks, task{filepath.Base(filepath.Dir(filepath.Dir(g))), "", g})
 	}
 	for _, i := range []int{2, 50} {

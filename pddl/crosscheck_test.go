@@ -190,7 +190,13 @@ func TestGroundingAgreesWithLiftedSemantics(t *testing.T) {
 		sort.Strings(ps)
 		ps = slices.DeleteFunc(ps, func(p string) bool { return filepath.Base(p) == "domain.pddl" })
 		if len(ps) == 0 {
+			if testenv.IsSlice() {
+				return // the repository's slice has a few domains only
+			}
 			t.Fatalf("no problems match %s", pattern)
+		}
+		if testenv.IsSlice() {
+			stride = 1
 		}
 		for i := 0; i < len(ps) && i/stride < n; i += stride {
 			cases = append(cases, tc{domain, ps[i]})

@@ -54,7 +54,7 @@ func TestDatasetsParseAndGround(t *testing.T) {
 	}
 	t.Run("alfworld", func(t *testing.T) {
 		games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/*/*/game.tw-pddl"))
-		if len(games) != 134 {
+		if !testenv.IsSlice() && len(games) != 134 {
 			t.Fatalf("found %d ALFWorld games, want 134", len(games))
 		}
 		for i, g := range games {
@@ -82,7 +82,7 @@ func TestDatasetsParseAndGround(t *testing.T) {
 	})
 	t.Run("planbench", func(t *testing.T) {
 		ps, _ := filepath.Glob(filepath.Join(ds, "planbench-blocksworld/instances/*.pddl"))
-		if len(ps) < 500 {
+		if !testenv.IsSlice() && len(ps) < 500 {
 			t.Fatalf("found %d PlanBench instances", len(ps))
 		}
 		for _, p := range ps {
@@ -91,7 +91,7 @@ func TestDatasetsParseAndGround(t *testing.T) {
 	})
 	t.Run("virtualhome", func(t *testing.T) {
 		ps, _ := filepath.Glob(filepath.Join(ds, "virtualhome/problems/*/*.pddl"))
-		if len(ps) != 338 {
+		if !testenv.IsSlice() && len(ps) != 338 {
 			t.Fatalf("found %d VirtualHome problems, want 338", len(ps))
 		}
 		unreachable := 0
@@ -104,7 +104,7 @@ func TestDatasetsParseAndGround(t *testing.T) {
 		t.Logf("%d of %d VirtualHome goals are unreachable even ignoring deletes (see docs/pddl-datasets.md)", unreachable, len(ps))
 	})
 	doms, _ := filepath.Glob(filepath.Join(ds, "ipc/*/domain.pddl"))
-	if len(doms) != 10 {
+	if !testenv.IsSlice() && len(doms) != 10 {
 		t.Fatalf("found %d IPC domains, want 10", len(doms))
 	}
 	for _, d := range doms {
@@ -201,7 +201,7 @@ func TestPlanBenchGroundTruthPlans(t *testing.T) {
 	if err := json.Unmarshal(raw, &plans); err != nil {
 		t.Fatal(err)
 	}
-	if len(plans) != 500 {
+	if !testenv.IsSlice() && len(plans) != 500 {
 		t.Fatalf("%d plans, want 500", len(plans))
 	}
 	dsrc, err := os.ReadFile(filepath.Join(dir, "domain.pddl"))
@@ -337,7 +337,7 @@ func TestVirtualHomeGoldPlans(t *testing.T) {
 	if err := json.Unmarshal(raw, &plans); err != nil {
 		t.Fatal(err)
 	}
-	if len(plans) != 296 {
+	if !testenv.IsSlice() && len(plans) != 296 {
 		t.Fatalf("%d gold plans, want 296", len(plans))
 	}
 	ids := slices.Sorted(func(yield func(string) bool) {

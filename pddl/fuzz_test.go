@@ -16,7 +16,7 @@ import (
 // seedFiles adds real dataset files as seeds when the datasets are present.
 func seedFiles(f *testing.F, rel ...string) [][]byte {
 	var out [][]byte
-	dir, ok := testenv.SharedDir()
+	dir, _, ok := testenv.SharedDir()
 	if !ok {
 		return nil
 	}

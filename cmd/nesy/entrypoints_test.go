@@ -17,6 +17,7 @@ import (
 	"github.com/nesy-dev/nesy/bench"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 	"github.com/nesy-dev/nesy/server"
@@ -58,17 +59,8 @@ func TestEntryPointsAgree(t *testing.T) {
 	if task.ID == "" {
 		t.Fatal("no ALFWorld task")
 	}
-	tok, err := gguf.FromHF(testenv.Tokenizer(t, "qwen3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := gguf.Default(gguf.ArchQwen3)
-	spec.Tokenizer, spec.Seed = tok, 1
 	dir := t.TempDir()
-	model := filepath.Join(dir, "q.gguf")
-	if err := gguf.Write(model, spec); err != nil {
-		t.Fatal(err)
-	}
+	model := testkit.Model(t, dir, "q", testkit.ModelSpec{Arch: gguf.ArchQwen3, Tokenizer: "qwen3", Seed: 1})
 
 	// The server: one running request holding the CLI's 128 sequence slots,
 	// so that the search evicts exactly as in the CLI and bench.

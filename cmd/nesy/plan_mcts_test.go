@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
 
@@ -19,16 +20,7 @@ import (
 func TestPlanCLIMCTS(t *testing.T) {
 	ds := testenv.Datasets(t)
 	dir := t.TempDir()
-	tok, err := gguf.FromHF(testenv.Tokenizer(t, "qwen3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := gguf.Default(gguf.ArchQwen3)
-	spec.Tokenizer = tok
-	model := filepath.Join(dir, "q.gguf")
-	if err := gguf.Write(model, spec); err != nil {
-		t.Fatal(err)
-	}
+	model := testkit.Model(t, dir, "q", testkit.ModelSpec{Arch: gguf.ArchQwen3, Tokenizer: "qwen3", Seed: 0})
 	bwD := filepath.Join(ds, "planbench-blocksworld/domain.pddl")
 	bwP := filepath.Join(ds, "planbench-blocksworld/instances/instance-10.pddl")
 	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/*/*/game.tw-pddl"))

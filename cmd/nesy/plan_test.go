@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
 
@@ -47,16 +48,7 @@ const (
 func TestPlanCLI(t *testing.T) {
 	ds := testenv.Datasets(t)
 	dir := t.TempDir()
-	tok, err := gguf.FromHF(testenv.Tokenizer(t, "qwen3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := gguf.Default(gguf.ArchQwen3)
-	spec.Tokenizer = tok
-	model := filepath.Join(dir, "q.gguf")
-	if err := gguf.Write(model, spec); err != nil {
-		t.Fatal(err)
-	}
+	model := testkit.Model(t, dir, "q", testkit.ModelSpec{Arch: gguf.ArchQwen3, Tokenizer: "qwen3", Seed: 0})
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
