@@ -37,11 +37,14 @@ func newSolveCmd() *cobra.Command {
 		timeout                     time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "solve --domain D --problem P [--search gbfs|astar] [--heuristic ff|add|max|lmcut|goalcount] [--json]",
-		Short: "Find a plan with the symbolic reference planner (GBFS or A*)",
+		Use:   "solve --domain D --problem P [--search gbfs|lazy|astar] [--heuristic ff|add|max|lmcut|goalcount] [--json]",
+		Short: "Find a plan with the symbolic reference planner (GBFS, lazy GBFS or A*)",
 		Long: `Solve grounds the task and searches for a plan with greedy best-first search
-(gbfs, the default) or A* (astar; optimal with an admissible heuristic: max,
-lmcut, blind) and a planning heuristic.
+(gbfs, the default), lazy greedy best-first search (lazy: states are evaluated
+when taken from the open list, not when generated; with --preferred it is Fast
+Downward's lazy_greedy([ff()], preferred=[ff()]), the stronger choice on large
+ADL tasks) or A* (astar; optimal with an admissible heuristic: max, lmcut,
+blind) and a planning heuristic.
 
 Every plan is re-validated with the task's transition model (by action name,
 as nesy validate does) before it is printed: one action per line,
@@ -134,12 +137,12 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f := cmd.Flags()
 	f.StringVar(&domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
 	f.StringVar(&problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
-	f.StringVar(&alg, "search", search.GBFS, "search algorithm: gbfs or astar")
+	f.StringVar(&alg, "search", search.GBFS, "search algorithm: gbfs, lazy or astar")
 	f.StringVar(&hname, "heuristic", "ff", "heuristic: ff, add, max, lmcut, goalcount, blind or mix(...)")
 	f.BoolVar(&asJSON, "json", false, `print {"solved":bool,"plan":[...],"expanded":N,"seconds":x,...}`)
 	f.BoolVar(&unit, "unit-cost", false, "count every action as cost 1 even when the domain declares action costs")
 	f.Float64Var(&weight, "weight", 1, "astar only: f = g + weight*h (weighted A*; plans within weight times optimal with an admissible heuristic)")
-	f.BoolVar(&prf, "preferred", false, "gbfs only: favour successors reached by FF's helpful actions (a boosted second open list)")
+	f.BoolVar(&prf, "preferred", false, "gbfs and lazy: favour successors reached by FF's helpful actions (a boosted second open list)")
 	f.IntVar(&maxExp, "max-expansions", 0, "stop after this many expansions (0: no limit)")
 	f.IntVar(&maxStates, "max-states", 0, "stop once this many distinct states are stored, a memory bound (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")

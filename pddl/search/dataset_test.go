@@ -128,27 +128,34 @@ func sample(xs []string, k int) []string {
 	return out
 }
 
+// gbfsSolves solves the task with eager GBFS and with lazy GBFS with
+// preferred operators (the reference planner of Fast Downward's
+// lazy_greedy([ff()], preferred=[ff()])), h_FF, and replays both plans.
 func gbfsSolves(t *testing.T, domain, problem string) {
 	task := load(t, domain, problem)
-	h, err := heuristic.New("ff", task)
-	if err != nil {
-		t.Fatal(err)
+	for _, o := range []search.Options{{}, {Algorithm: search.Lazy, PreferredOperators: true}} {
+		h, err := heuristic.New("ff", task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Heuristic, o.Timeout = h, 2*time.Minute
+		res, err := search.Solve(context.Background(), task, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := o.Algorithm + map[bool]string{true: "+preferred"}[o.PreferredOperators]
+		if res.Status != search.Solved {
+			t.Fatalf("%s: %v after %d expansions", name, res.Status, res.Expanded)
+		}
+		cost, err := replay(task, res.Plan, false)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if cost != res.Cost {
+			t.Fatalf("%s: plan cost %d, reported %d", name, cost, res.Cost)
+		}
+		t.Logf("%s: %d steps, cost %d, %d expanded, %d evaluated, %v", name, len(res.Plan), res.Cost, res.Expanded, res.Evaluated, res.Elapsed)
 	}
-	res, err := search.Solve(context.Background(), task, search.Options{Heuristic: h, Timeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Status != search.Solved {
-		t.Fatalf("%v after %d expansions", res.Status, res.Expanded)
-	}
-	cost, err := replay(task, res.Plan, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cost != res.Cost {
-		t.Fatalf("plan cost %d, reported %d", cost, res.Cost)
-	}
-	t.Logf("%d steps, cost %d, %d expanded, %v", len(res.Plan), res.Cost, res.Expanded, res.Elapsed)
 }
 
 // TestALFWorldGBFS solves ALFWorld valid_unseen tasks with GBFS + h_FF: one

@@ -1,9 +1,11 @@
 // Package search holds the reference planners over a ground pddl.Task:
-// greedy best-first search (GBFS) and A*, each with any heuristic from
-// package heuristic.
+// greedy best-first search (GBFS), lazy GBFS and A*, each with any
+// heuristic from package heuristic.
 //
-// Both are eager: a state's heuristic value is computed once, when the state
-// is first generated. Duplicates are detected on the full state (a hash table
+// GBFS and A* are eager: a state's heuristic value is computed once, when
+// the state is first generated. Lazy GBFS defers it to when the state is
+// taken from the open list (its successors wait there under their parent's
+// value), which saves the evaluations of the many successors never taken. Duplicates are detected on the full state (a hash table
 // over a packed state arena, no per-state strings). Ties are broken
 // deterministically: GBFS orders by h, then first generated first; A* orders
 // by f = g + h, then smaller h, then first generated first. Successors are
@@ -30,12 +32,15 @@ import (
 const (
 	GBFS  = "gbfs"
 	AStar = "astar"
+	// Lazy is lazy greedy best-first search (deferred evaluation), as Fast
+	// Downward's lazy_greedy: see lazy.go.
+	Lazy = "lazy"
 )
 
 // Options configure Solve. The zero value runs GBFS with h_FF, no limits,
 // and action costs when the task declares them.
 type Options struct {
-	// Algorithm is GBFS or AStar; "" means GBFS.
+	// Algorithm is GBFS, Lazy or AStar; "" means GBFS.
 	Algorithm string
 	// Heuristic evaluates states; nil means h_FF (heuristic.New("ff", t)
 	// with UnitCost below).
@@ -133,9 +138,9 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("search: negative limit (expansions %d, states %d)", opts.MaxExpansions, opts.MaxStates)
 	}
 	switch opts.Algorithm {
-	case "", GBFS, AStar:
+	case "", GBFS, Lazy, AStar:
 	default:
-		return Result{}, fmt.Errorf("search: unknown algorithm %q (want %s or %s)", opts.Algorithm, GBFS, AStar)
+		return Result{}, fmt.Errorf("search: unknown algorithm %q (want %s, %s or %s)", opts.Algorithm, GBFS, Lazy, AStar)
 	}
 	h := opts.Heuristic
 	if h == nil {
@@ -177,9 +182,12 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 		s.preferred = make([]bool, len(t.Actions))
 	}
 	var res Result
-	if opts.Algorithm == AStar {
+	switch opts.Algorithm {
+	case AStar:
 		res = s.astar()
-	} else {
+	case Lazy:
+		res = s.lazy()
+	default:
 		res = s.gbfs()
 	}
 	res.Elapsed = time.Since(s.start)

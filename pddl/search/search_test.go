@@ -100,29 +100,31 @@ func TestAStarOptimal(t *testing.T) {
 func TestGBFSValidPlans(t *testing.T) {
 	for _, task := range smallTasks() {
 		for _, spec := range []string{"ff", "add", "max", "lmcut", "goalcount", "mix", "blind"} {
-			t.Run(task.ProblemName+"/"+spec, func(t *testing.T) {
-				h, err := heuristic.New(spec, task)
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := search.Solve(context.Background(), task, search.Options{Heuristic: h})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res.Status != search.Solved {
-					t.Fatalf("status %v", res.Status)
-				}
-				cost, err := replay(task, res.Plan, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if cost != res.Cost {
-					t.Fatalf("plan cost %d, reported %d", cost, res.Cost)
-				}
-				if res.Generated < res.Expanded || res.Evaluated == 0 {
-					t.Fatalf("counts: expanded %d generated %d evaluated %d", res.Expanded, res.Generated, res.Evaluated)
-				}
-			})
+			for _, alg := range []string{search.GBFS, search.Lazy} {
+				t.Run(task.ProblemName+"/"+spec+"/"+alg, func(t *testing.T) {
+					h, err := heuristic.New(spec, task)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := search.Solve(context.Background(), task, search.Options{Algorithm: alg, Heuristic: h})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Status != search.Solved {
+						t.Fatalf("status %v", res.Status)
+					}
+					cost, err := replay(task, res.Plan, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if cost != res.Cost {
+						t.Fatalf("plan cost %d, reported %d", cost, res.Cost)
+					}
+					if res.Generated < res.Expanded || res.Evaluated == 0 {
+						t.Fatalf("counts: expanded %d generated %d evaluated %d", res.Expanded, res.Generated, res.Evaluated)
+					}
+				})
+			}
 		}
 	}
 }
@@ -142,7 +144,7 @@ func TestUnsolvable(t *testing.T) {
 		task         *pddl.Task
 		wantExpanded bool
 	}{{cyclic, true}, {dead, false}} {
-		for _, alg := range []string{search.GBFS, search.AStar} {
+		for _, alg := range []string{search.GBFS, search.Lazy, search.AStar} {
 			res, err := search.Solve(context.Background(), c.task, search.Options{Algorithm: alg})
 			if err != nil {
 				t.Fatal(err)
@@ -159,7 +161,7 @@ func TestUnsolvable(t *testing.T) {
 
 func TestGoalInitiallyTrue(t *testing.T) {
 	task := heuristictest.Blocks([][]string{{"a", "b"}}, [][]string{{"a", "b"}})
-	for _, alg := range []string{search.GBFS, search.AStar} {
+	for _, alg := range []string{search.GBFS, search.Lazy, search.AStar} {
 		res, err := search.Solve(context.Background(), task, search.Options{Algorithm: alg})
 		if err != nil {
 			t.Fatal(err)
@@ -185,7 +187,7 @@ func TestLimitsAndCancel(t *testing.T) {
 		{"timeout", context.Background(), search.Options{Timeout: time.Nanosecond}, search.TimeLimit},
 		{"canceled", canceled, search.Options{}, search.Canceled},
 	} {
-		for _, alg := range []string{search.GBFS, search.AStar} {
+		for _, alg := range []string{search.GBFS, search.Lazy, search.AStar} {
 			c.opts.Algorithm = alg
 			res, err := search.Solve(c.ctx, task, c.opts)
 			if err != nil {
@@ -222,7 +224,7 @@ func TestBadOptions(t *testing.T) {
 // TestDeterministic runs each search twice and requires identical results.
 func TestDeterministic(t *testing.T) {
 	task := heuristictest.RandomBlocks(7, rand.New(rand.NewPCG(9, 10)))
-	for _, alg := range []string{search.GBFS, search.AStar} {
+	for _, alg := range []string{search.GBFS, search.Lazy, search.AStar} {
 		var prev *search.Result
 		for i := 0; i < 2; i++ {
 			h, err := heuristic.New("lmcut", task)
@@ -281,19 +283,21 @@ func TestWeightedAStarBound(t *testing.T) {
 func TestPreferredOperators(t *testing.T) {
 	for _, task := range smallTasks() {
 		for _, spec := range []string{"ff", "goalcount"} {
-			h, err := heuristic.New(spec, task)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := search.Solve(context.Background(), task, search.Options{Heuristic: h, PreferredOperators: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Status != search.Solved {
-				t.Fatalf("%s/%s: %v", task.ProblemName, spec, res.Status)
-			}
-			if _, err := replay(task, res.Plan, false); err != nil {
-				t.Fatalf("%s/%s: %v", task.ProblemName, spec, err)
+			for _, alg := range []string{search.GBFS, search.Lazy} {
+				h, err := heuristic.New(spec, task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := search.Solve(context.Background(), task, search.Options{Algorithm: alg, Heuristic: h, PreferredOperators: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Status != search.Solved {
+					t.Fatalf("%s/%s: %v", task.ProblemName, spec, res.Status)
+				}
+				if _, err := replay(task, res.Plan, false); err != nil {
+					t.Fatalf("%s/%s/%s: %v", task.ProblemName, spec, alg, err)
+				}
 			}
 		}
 	}

@@ -110,6 +110,9 @@ type openEntry struct {
 	seq        uint64
 	g          int64
 	node       int32
+	// action is the action to apply to node (lazy search's entries stand
+	// for a successor not generated yet; -1 in the eager searches).
+	action int32
 }
 
 func (a *openEntry) less(b *openEntry) bool {
