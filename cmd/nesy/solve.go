@@ -89,8 +89,8 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			if problem == "" {
 				return inputError(errors.New("--problem is required"))
 			}
-			if alg != search.GBFS && alg != search.AStar {
-				return inputError(fmt.Errorf("--search %q: want %s or %s", alg, search.GBFS, search.AStar))
+			if alg != search.GBFS && alg != search.Lazy && alg != search.AStar {
+				return inputError(fmt.Errorf("--search %q: want %s, %s or %s", alg, search.GBFS, search.Lazy, search.AStar))
 			}
 			task, warns, err := pddl.LoadFiles(domain, problem)
 			if warnings {
