@@ -1,7 +1,6 @@
 package decoder
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/nesy-dev/nesy/internal/testkit"
@@ -9,31 +8,17 @@ import (
 	"github.com/nesy-dev/nesy/trie"
 )
 
-// testTask is a real task with its lexicon and reference plan.
+// Test helpers over internal/testkit: real tasks with their lexicons and
+// reference plans, the shared tokenizers' indexes, printed-plan checks.
 type testTask = testkit.Task
 
-// datasetTasks loads up to n tasks of each dataset (see testkit).
+var realIndexes testkit.IndexCache
+
 func datasetTasks(t testing.TB, n int) []testTask { return testkit.DatasetTasks(t, n) }
-
-// fullRun reports whether NESY_FULL=1 asks for the long tests.
-func fullRun() bool { return testkit.FullRun() }
-
-// realIndexes caches the vocabulary indexes of the shared tokenizers (they
-// take a fraction of a second each to build) across the tests of one run.
-var realIndexes sync.Map // family -> *trie.Index
-
-// realIndex returns the (cached) vocabulary index of a shared tokenizer.
+func fullRun() bool                               { return testkit.FullRun() }
 func realIndex(t testing.TB, family string) *trie.Index {
-	t.Helper()
-	if x, ok := realIndexes.Load(family); ok {
-		return x.(*trie.Index)
-	}
-	x := testkit.RealIndex(t, family)
-	realIndexes.Store(family, x)
-	return x
+	return realIndexes.Get(t, family)
 }
-
-// validatePlanText checks printed plan lines as `nesy validate` does.
 func validatePlanText(t testing.TB, task *pddl.Task, lines []string) pddl.ValidationResult {
 	return testkit.ValidatePlanText(t, task, lines)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nesy-dev/nesy/internal/testenv"
@@ -150,4 +151,20 @@ func ValidatePlanText(t testing.TB, task *pddl.Task, lines []string) pddl.Valida
 		t.Fatalf("printed plan does not parse: %v\n%s", err, src)
 	}
 	return task.Validate(steps)
+}
+
+// IndexCache keeps the vocabulary indexes of the shared tokenizers across
+// the tests of one test binary (each takes a fraction of a second to
+// build). The zero value is ready; it is safe for concurrent use.
+type IndexCache struct{ m sync.Map }
+
+// Get returns the (cached) index of a shared tokenizer (see RealIndex).
+func (c *IndexCache) Get(tb testing.TB, family string) *trie.Index {
+	tb.Helper()
+	if x, ok := c.m.Load(family); ok {
+		return x.(*trie.Index)
+	}
+	x := RealIndex(tb, family)
+	c.m.Store(family, x)
+	return x
 }
