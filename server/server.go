@@ -55,9 +55,15 @@ type Options struct {
 	// MaxPDDLBytes bounds the domain and the problem text each (413
 	// beyond); 0 means 1 MiB.
 	MaxPDDLBytes int
-	// MaxGroundActions bounds the grounded actions of a task (422 beyond);
-	// 0 means 100000.
+	// MaxGroundActions bounds the grounded actions of a task (422
+	// too_many_actions beyond); 0 means 100000. Grounding also refuses a
+	// task whose actions are estimated (before any join) above 100 times
+	// this, or whose joins keep more than 4 times this many bindings.
 	MaxGroundActions int
+	// MaxGroundSteps bounds the work of grounding one task (join steps,
+	// quantifier and type-hierarchy steps; 422 too_many_actions beyond);
+	// 0 means 50,000,000 (a few seconds of CPU).
+	MaxGroundSteps int
 	// MaxSeconds caps a plan request's seconds budget (and is its default
 	// when MaxSeconds is below 60); 0 means 600.
 	MaxSeconds float64
@@ -123,6 +129,7 @@ func (o Options) withDefaults() Options {
 	o.MaxQueue = max(o.MaxQueue, 0)
 	def(&o.MaxPDDLBytes, 1<<20)
 	def(&o.MaxGroundActions, 100000)
+	def(&o.MaxGroundSteps, 50_000_000)
 	def(&o.MaxSimulations, 100000)
 	def(&o.MaxTokens, 8192)
 	def(&o.MaxActions, 1000)
