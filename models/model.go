@@ -19,7 +19,21 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 )
+
+// PromptTooLongError is a prompt that does not fit the context length
+// before any token is generated: the caller's input is too long, not a
+// model failure (the server answers it 422 prompt_too_long).
+type PromptTooLongError struct {
+	Tokens        int // the prompt's tokens
+	ContextLength int // the positions a sequence may hold
+}
+
+// Error returns "the prompt has N tokens, the context holds M".
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("the prompt has %d tokens, the context holds %d", e.Tokens, e.ContextLength)
+}
 
 // Errors callers can test with errors.Is.
 var (

@@ -48,7 +48,7 @@ func generate(ctx context.Context, lm models.LM, prompt []int32, images [][]byte
 	}
 	ctxLen := lm.Info().ContextLength
 	if len(prompt) >= ctxLen {
-		return res, errorf(http.StatusBadRequest, CodeBadRequest, "the prompt has %d tokens; the model's context holds %d", len(prompt), ctxLen)
+		return res, promptTooLong(&models.PromptTooLongError{Tokens: len(prompt), ContextLength: ctxLen})
 	}
 	limit := min(o.numPredict, ctxLen-len(prompt))
 	seq, err := lm.NewSequence()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -170,4 +171,58 @@ func TestDisconnectStopsGrounding(t *testing.T) {
 		t.Fatalf("CPU went on after the disconnect: %v in %v (grounding used %v)", after, window, busy)
 	}
 	waitFor(t, "the slot to be freed", func() bool { r, _ := ts.s.adm.stats(); return r == 0 })
+}
+
+// TestPromptTooLong: a prompt longer than the model's context is the
+// request's fault: 422 prompt_too_long with the token counts, for every
+// method, streamed or not, and on the Ollama routes.
+func TestPromptTooLong(t *testing.T) {
+	opts := Options{}
+	opts.Engine.ContextLength = 64 // the blocksworld prompt has hundreds of tokens
+	ts := startServer(t, opts)
+	long := strings.Repeat("stack the red block on the blue block. ", 20)
+	check := func(t *testing.T, e *apiError) {
+		t.Helper()
+		if e.Code != CodePromptTooLong || e.ContextLength != 64 || e.PromptTokens <= 64 || !strings.Contains(e.Message, "context holds 64") {
+			t.Fatalf("got %+v, want prompt_too_long with the token counts", e)
+		}
+	}
+	for _, method := range Methods {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", method, stream), func(t *testing.T) {
+				status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": method, "stream": stream})
+				if !stream {
+					if status != http.StatusUnprocessableEntity {
+						t.Fatalf("status %d: %s", status, body)
+					}
+					e := apiErr(t, body)
+					check(t, &e)
+					return
+				}
+				lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+				var ev PlanEvent
+				if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ev); err != nil || ev.Event != "error" || ev.Error == nil {
+					t.Fatalf("last event %q (%v)", lines[len(lines)-1], err)
+				}
+				check(t, ev.Error)
+			})
+		}
+	}
+	for _, tc := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/api/generate", map[string]any{"model": ts.model, "prompt": long}},
+		{"/api/generate", map[string]any{"model": ts.model, "prompt": long, "stream": false}},
+		{"/api/chat", map[string]any{"model": ts.model, "messages": []map[string]string{{"role": "user", "content": long}}}},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			status, _, body := ts.do("POST", tc.path, tc.body)
+			if status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			e := apiErr(t, body)
+			check(t, &e)
+		})
+	}
 }
