@@ -177,6 +177,10 @@ func TestOllamaClient(t *testing.T) {
 			if whole.EvalCount > 1 && chunks < 2 {
 				t.Errorf("streamed in %d chunks", chunks)
 			}
+			// Ollama's clients divide eval_count by eval_duration.
+			if whole.EvalDuration <= 0 || last.EvalDuration <= 0 || whole.PromptEvalDuration <= 0 {
+				t.Errorf("eval_duration %v (streamed %v), prompt_eval_duration %v: want > 0", whole.EvalDuration, last.EvalDuration, whole.PromptEvalDuration)
+			}
 		})
 	}
 	t.Run("chat", func(t *testing.T) {
@@ -193,6 +197,9 @@ func TestOllamaClient(t *testing.T) {
 		}
 		if whole.Message.Role != "assistant" || !whole.Done || whole.PromptEvalCount == 0 || whole.EvalCount == 0 {
 			t.Errorf("chat answer %+v", whole)
+		}
+		if whole.EvalDuration <= 0 {
+			t.Errorf("chat eval_duration %v, want > 0", whole.EvalDuration)
 		}
 		if pieces.String() != whole.Message.Content {
 			t.Errorf("streamed %q, whole %q", pieces.String(), whole.Message.Content)
