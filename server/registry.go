@@ -158,9 +158,18 @@ func (r *registry) resolve(name string) (string, string, error) {
 	return "", "", errorf(http.StatusNotFound, CodeModelNotFound, "model %q not found (GET /v1/models lists the models this server can load)", name)
 }
 
-// preload loads the default model (at startup).
+// preload loads the default model (at startup): a GGUF path, or a name in
+// the server's Ollama store (Options.OllamaStore, not the default store).
 func (r *registry) preload(ctx context.Context, model string) error {
-	path, err := models.Resolve(model)
+	var path string
+	var err error
+	if r.store.Root != "" {
+		path, err = r.store.ResolvePath(model)
+	} else if st, serr := os.Stat(model); serr == nil && st.Mode().IsRegular() {
+		path, err = model, models.CheckGGUF(model)
+	} else {
+		err = fmt.Errorf("not a GGUF file, and the Ollama store is disabled: %w", models.ErrModelNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("default model %s: %w", model, err)
 	}

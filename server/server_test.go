@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -353,5 +355,27 @@ func TestOllamaStoreModels(t *testing.T) {
 	}
 	if n := len(ts.s.models.engines()); n != 2 {
 		t.Errorf("%d engines loaded, want the default and the store's", n)
+	}
+}
+
+// TestDefaultModelFromOllamaStore: the startup model (nesy serve --model
+// NAME) is looked up in the server's Ollama store (--ollama-models), not in
+// the default one; with the store disabled a name is refused.
+func TestDefaultModelFromOllamaStore(t *testing.T) {
+	t.Setenv("OLLAMA_MODELS", t.TempDir()) // the default store: empty
+	store := t.TempDir()
+	writeOllamaStore(t, store, "tinyplanner", "7b", testModel(t, t.TempDir(), "src", gguf.ArchLlama))
+	ts := startServer(t, Options{Model: "tinyplanner:7b", OllamaStore: store})
+	if ts.model != "tinyplanner:7b" {
+		t.Fatalf("default model %q", ts.model)
+	}
+	status, _, body := ts.do("POST", "/api/generate", map[string]any{"prompt": "hello", "stream": false, "options": map[string]any{"num_predict": 2}})
+	if status != http.StatusOK {
+		t.Fatalf("generate with the default model: %d %s", status, body)
+	}
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := New(context.Background(), Options{Model: "tinyplanner:7b", NoOllamaStore: true, Logger: quiet}); err == nil {
+		t.Fatal("a store name loaded with the store disabled")
 	}
 }
