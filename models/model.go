@@ -47,6 +47,9 @@ var (
 	// ErrContextLength is returned by Eval when a sequence would grow past
 	// the context length.
 	ErrContextLength = errors.New("models: sequence exceeds the context length")
+	// ErrBadModel is wrapped by errors about a model file that is not a
+	// well-formed GGUF (truncated, malformed metadata).
+	ErrBadModel = errors.New("malformed model file")
 	// ErrUnknownSequence is returned for a SeqID that is not allocated.
 	ErrUnknownSequence = errors.New("models: unknown sequence")
 	// ErrSequenceBusy is returned when a sequence is changed or evaluated

@@ -379,3 +379,43 @@ func TestDefaultModelFromOllamaStore(t *testing.T) {
 		t.Fatal("a store name loaded with the store disabled")
 	}
 }
+
+// TestTruncatedModel: a truncated GGUF in the models folder answers 422
+// bad_model, without the server's paths, and the idle model that a load
+// would have made room for stays loaded.
+func TestTruncatedModel(t *testing.T) {
+	ts := startServer(t, Options{MaxLoadedModels: 2})
+	// Load tiny-llama: with the default model, the registry is full.
+	if status, _, body := ts.do("POST", "/api/generate", map[string]any{"model": "tiny-llama", "prompt": "x", "stream": false,
+		"options": map[string]any{"num_predict": 1}}); status != http.StatusOK {
+		t.Fatalf("loading tiny-llama: %d %s", status, body)
+	}
+	full, err := os.ReadFile(filepath.Join(ts.dir, "tiny-llama.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		size int
+	}{
+		{"in-metadata", 100},          // "reading GGUF metadata: EOF"
+		{"in-tensors", len(full) - 1}, // the metadata is whole, the tensor data is not
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(ts.dir, tc.name+".gguf"), full[:tc.size], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			status, _, body := ts.do("POST", "/api/generate", map[string]any{"model": tc.name, "prompt": "x", "stream": false})
+			if status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			e := apiErr(t, body)
+			if e.Code != CodeBadModel || strings.Contains(e.Message, ts.dir) {
+				t.Fatalf("got %+v: want bad_model without the folder's path", e)
+			}
+			if n := len(ts.s.models.engines()); n != 2 {
+				t.Fatalf("%d engines loaded after the failed load, want 2 (nothing unloaded)", n)
+			}
+		})
+	}
+}
