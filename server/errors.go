@@ -19,23 +19,25 @@ const (
 	CodeUnauthorized    = "unauthorized" // 401: missing or wrong bearer token
 	CodeNotFound        = "not_found"    // 404: no such route
 	CodeMethod          = "method_not_allowed"
-	CodeModelNotFound   = "model_not_found"  // 404: unknown model name
-	CodeBodyTooLarge    = "body_too_large"   // 413: request body over --max-body
-	CodePDDLTooLarge    = "pddl_too_large"   // 413: domain or problem text over the PDDL limit
-	CodeBadPDDL         = "bad_pddl"         // 422: PDDL that does not parse or ground (with positions)
-	CodeTooManyActions  = "too_many_actions" // 422: more grounded actions than the limit
-	CodeBadLexicon      = "bad_lexicon"      // 422: lexicon that does not fit the task
-	CodeUnsolvable      = "unsolvable"       // 422: the goal is unreachable even in the delete relaxation
-	CodeBudgetExhausted = "budget_exhausted" // 422: a budget ran out before the goal was reached
-	CodePromptTooLong   = "prompt_too_long"  // 422: the prompt does not fit the model's context (with the token counts)
-	CodeOverCap         = "budget_over_cap"  // 400: a budget above the server's cap
-	CodeUnknownEnv      = "unknown_env"      // 404: unknown environment or task id
-	CodeQueueFull       = "queue_full"       // 429: the admission queue is full (Retry-After)
-	CodeQueueTimeout    = "queue_timeout"    // 503: waited too long for a slot (Retry-After)
-	CodeShuttingDown    = "shutting_down"    // 503: the server is draining (Retry-After)
-	CodeModelBusy       = "model_capacity"   // 503: every loaded model is busy and no more may load (Retry-After)
-	CodeCancelled       = "cancelled"        // the client went away (logged; nobody reads it)
-	CodeInternal        = "internal"         // 500
+	CodeModelNotFound   = "model_not_found"      // 404: unknown model name
+	CodeBodyTooLarge    = "body_too_large"       // 413: request body over --max-body
+	CodePDDLTooLarge    = "pddl_too_large"       // 413: domain or problem text over the PDDL limit
+	CodeBadPDDL         = "bad_pddl"             // 422: PDDL that does not parse or ground (with positions)
+	CodeTooManyActions  = "too_many_actions"     // 422: more grounded actions than the limit
+	CodeBadLexicon      = "bad_lexicon"          // 422: lexicon that does not fit the task
+	CodeUnsolvable      = "unsolvable"           // 422: the goal is unreachable even in the delete relaxation
+	CodeBudgetExhausted = "budget_exhausted"     // 422: a budget ran out before the goal was reached
+	CodePromptTooLong   = "prompt_too_long"      // 422: the prompt does not fit the model's context (with the token counts)
+	CodeOverCap         = "budget_over_cap"      // 400: a budget above the server's cap
+	CodeUnknownEnv      = "unknown_env"          // 404: unknown environment or task id
+	CodeQueueFull       = "queue_full"           // 429: the admission queue is full (Retry-After)
+	CodeTooManyConns    = "too_many_connections" // 429: over --max-conns-per-client open connections (then closed)
+	CodeBodyTimeout     = "body_timeout"         // 408: the request body took longer than --body-timeout
+	CodeQueueTimeout    = "queue_timeout"        // 503: waited too long for a slot (Retry-After)
+	CodeShuttingDown    = "shutting_down"        // 503: the server is draining (Retry-After)
+	CodeModelBusy       = "model_capacity"       // 503: every loaded model is busy and no more may load (Retry-After)
+	CodeCancelled       = "cancelled"            // the client went away (logged; nobody reads it)
+	CodeInternal        = "internal"             // 500
 )
 
 // Position is a place in the request's PDDL text.

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -225,4 +229,115 @@ func TestPromptTooLong(t *testing.T) {
 			check(t, &e)
 		})
 	}
+}
+
+// rawConn dials the test server and sends text.
+func rawConn(t *testing.T, ts *testServer, text string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if text != "" {
+		if _, err := io.WriteString(c, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, bufio.NewReader(c)
+}
+
+// readClosed waits (up to 10 s) for the server to close c: end of file, or
+// a reset when the client was still writing.
+func readClosed(t *testing.T, c net.Conn, br *bufio.Reader) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var ne net.Error
+	if _, err := io.ReadAll(br); errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server did not close the connection: %v", err)
+	}
+}
+
+// TestSlowClients: a client that trickles its body (slow loris) gets 408
+// body_timeout and its connection closed; an idle keep-alive connection is
+// closed; a client over its connection bound gets 429 and is closed.
+func TestSlowClients(t *testing.T) {
+	t.Run("slow body", func(t *testing.T) {
+		ts := startServer(t, Options{BodyTimeout: 300 * time.Millisecond})
+		c, br := rawConn(t, ts, "POST /v1/plan HTTP/1.1\r\nHost: nesy\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // one byte every 100 ms: never idle, never done
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := io.WriteString(c, " "); err != nil {
+					return
+				}
+			}
+		}()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to the slow body: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || apiErr(t, body).Code != CodeBodyTimeout {
+			t.Fatalf("got %d %s, want 408 body_timeout", resp.StatusCode, body)
+		}
+		readClosed(t, c, br)
+	})
+	t.Run("idle", func(t *testing.T) {
+		ts := startServer(t, Options{IdleTimeout: 200 * time.Millisecond})
+		c, br := rawConn(t, ts, "GET /healthz HTTP/1.1\r\nHost: nesy\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("healthz: %v %v", resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		readClosed(t, c, br)
+	})
+	t.Run("connections per client", func(t *testing.T) {
+		ts := startServer(t, Options{MaxConnsPerClient: 2})
+		healthy := func(c net.Conn, br *bufio.Reader) error {
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: nesy\r\n\r\n"); err != nil {
+				return err
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		}
+		var held []net.Conn
+		for range 2 {
+			c, br := rawConn(t, ts, "")
+			if err := healthy(c, br); err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+		}
+		c, br := rawConn(t, ts, "")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the third connection: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusTooManyRequests || apiErr(t, body).Code != CodeTooManyConns {
+			t.Fatalf("the third connection got %d %s", resp.StatusCode, body)
+		}
+		readClosed(t, c, br)
+		held[0].Close()
+		waitFor(t, "a connection after one closed", func() bool {
+			c, br := rawConn(t, ts, "")
+			return healthy(c, br) == nil
+		})
+	})
 }
