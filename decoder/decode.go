@@ -224,7 +224,7 @@ func (d *Decoder) Prepare(ctx context.Context, req Request) (*Session, error) {
 		return nil, err
 	}
 	if n := d.lm.Info().ContextLength; n > 0 && len(p.Tokens) >= n {
-		return nil, fmt.Errorf("decoder: the prompt has %d tokens, the context holds %d", len(p.Tokens), n)
+		return nil, fmt.Errorf("decoder: %w", &models.PromptTooLongError{Tokens: len(p.Tokens), ContextLength: n})
 	}
 	start := time.Now()
 	seq, err := d.lm.NewSequence()

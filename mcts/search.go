@@ -198,7 +198,7 @@ func searchTree(ctx context.Context, lm models.LM, sp *constraint.Space, prompt 
 // cancelled context or a model failure.
 func (s *searcher) run(prompt []int32) (string, error) {
 	if len(prompt) >= s.ctxLen {
-		return "", fmt.Errorf("mcts: prompt of %d tokens does not fit the context (%d)", len(prompt), s.ctxLen)
+		return "", fmt.Errorf("mcts: %w", &models.PromptTooLongError{Tokens: len(prompt), ContextLength: s.ctxLen})
 	}
 	cur, err := s.sp.Start()
 	if err != nil {

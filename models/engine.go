@@ -257,7 +257,16 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	return e, nil
 }
 
-// readMeta reads a GGUF's metadata and tensor list (large arrays skipped).
+// CheckModel reads a GGUF's metadata and tensor list, as Load does first,
+// without loading anything: an error wrapping ErrBadModel says the file is
+// malformed or truncated (the caller's fault, not the engine's).
+func CheckModel(path string) error {
+	_, err := readMeta(path)
+	return err
+}
+
+// readMeta reads a GGUF's metadata and tensor list (large arrays skipped)
+// and checks that the file holds all the tensor data the list promises.
 func readMeta(path string) (*fsggml.GGML, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -266,7 +275,10 @@ func readMeta(path string) (*fsggml.GGML, error) {
 	defer f.Close()
 	meta, err := fsggml.Decode(f, 0)
 	if err != nil {
-		return nil, fmt.Errorf("models: %s: reading GGUF metadata: %w", path, err)
+		return nil, fmt.Errorf("models: %s: %w: reading GGUF metadata: %w", path, ErrBadModel, err)
+	}
+	if st, err := f.Stat(); err == nil && st.Size() < meta.Length {
+		return nil, fmt.Errorf("models: %s: %w: truncated: %d bytes, the tensors need %d", path, ErrBadModel, st.Size(), meta.Length)
 	}
 	return meta, nil
 }

@@ -19,7 +19,21 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 )
+
+// PromptTooLongError is a prompt that does not fit the context length
+// before any token is generated: the caller's input is too long, not a
+// model failure (the server answers it 422 prompt_too_long).
+type PromptTooLongError struct {
+	Tokens        int // the prompt's tokens
+	ContextLength int // the positions a sequence may hold
+}
+
+// Error returns "the prompt has N tokens, the context holds M".
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("the prompt has %d tokens, the context holds %d", e.Tokens, e.ContextLength)
+}
 
 // Errors callers can test with errors.Is.
 var (
@@ -33,6 +47,9 @@ var (
 	// ErrContextLength is returned by Eval when a sequence would grow past
 	// the context length.
 	ErrContextLength = errors.New("models: sequence exceeds the context length")
+	// ErrBadModel is wrapped by errors about a model file that is not a
+	// well-formed GGUF (truncated, malformed metadata).
+	ErrBadModel = errors.New("malformed model file")
 	// ErrUnknownSequence is returned for a SeqID that is not allocated.
 	ErrUnknownSequence = errors.New("models: unknown sequence")
 	// ErrSequenceBusy is returned when a sequence is changed or evaluated

@@ -14,6 +14,7 @@ import (
 // "object" as the implicit root.
 type typeTree struct {
 	parents map[string][]string
+	memo    map[[2]string]bool // isSubtype answers
 }
 
 func newTypeTree(d *Domain, p *parser) *typeTree {
@@ -36,8 +37,9 @@ func newTypeTree(d *Domain, p *parser) *typeTree {
 		}
 	}
 	if p != nil {
+		cyclic := t.cyclic()
 		for _, td := range d.Types {
-			if td.Name != "object" && t.isSubtype(td.Types[0], td.Name) {
+			if td.Name != "object" && cyclic[td.Name] {
 				p.errorf(td.Pos, "type %s is its own ancestor", td.Name)
 			}
 		}
@@ -45,13 +47,112 @@ func newTypeTree(d *Domain, p *parser) *typeTree {
 	return t
 }
 
+// cyclic returns the types that are their own ancestors: those on a cycle
+// of the parent relation. It runs in time linear in the hierarchy (Tarjan's
+// strongly connected components, iteratively, so a chain of many thousand
+// types needs neither quadratic time nor a deep stack).
+func (t *typeTree) cyclic() map[string]bool {
+	index := map[string]int{}
+	low := map[string]int{}
+	onStack := map[string]bool{}
+	var stack []string
+	out := map[string]bool{}
+	type frame struct {
+		v    string
+		next int // index of the next parent to visit
+	}
+	names := make([]string, 0, len(t.parents))
+	for v := range t.parents {
+		names = append(names, v)
+	}
+	sort.Strings(names)
+	for _, root := range names {
+		if _, seen := index[root]; seen {
+			continue
+		}
+		work := []frame{{v: root}}
+		index[root], low[root] = len(index), len(index)
+		stack = append(stack, root)
+		onStack[root] = true
+		for len(work) > 0 {
+			f := &work[len(work)-1]
+			if ps := t.parents[f.v]; f.next < len(ps) {
+				w := ps[f.next]
+				f.next++
+				if w == f.v {
+					out[w] = true // its own parent
+				}
+				if _, seen := index[w]; !seen {
+					index[w], low[w] = len(index), len(index)
+					stack = append(stack, w)
+					onStack[w] = true
+					work = append(work, frame{v: w})
+				} else if onStack[w] {
+					low[f.v] = min(low[f.v], index[w])
+				}
+				continue
+			}
+			v := f.v
+			work = work[:len(work)-1]
+			if len(work) > 0 {
+				u := work[len(work)-1].v
+				low[u] = min(low[u], low[v])
+			}
+			if low[v] == index[v] {
+				// v roots a component: pop it; more than one member is a cycle.
+				i := len(stack) - 1
+				for stack[i] != v {
+					i--
+				}
+				comp := stack[i:]
+				if len(comp) > 1 {
+					for _, x := range comp {
+						out[x] = true
+					}
+				}
+				for _, x := range comp {
+					onStack[x] = false
+				}
+				stack = stack[:i]
+			}
+		}
+	}
+	return out
+}
+
+// children returns every type's direct subtypes (the inverse of parents).
+func (t *typeTree) children() map[string][]string {
+	out := map[string][]string{}
+	for c, ps := range t.parents {
+		for _, p := range ps {
+			out[p] = append(out[p], c)
+		}
+	}
+	return out
+}
+
 func (t *typeTree) known(name string) bool { _, ok := t.parents[name]; return ok }
 
-// isSubtype reports whether sub is anc or a descendant of anc.
+// isSubtype reports whether sub is anc or a descendant of anc. Answers are
+// remembered, so checking many arguments against a deep hierarchy walks it
+// once per pair of types (a typeTree is not safe for concurrent use).
 func (t *typeTree) isSubtype(sub, anc string) bool {
 	if anc == "object" || sub == anc {
 		return true
 	}
+	k := [2]string{sub, anc}
+	if r, ok := t.memo[k]; ok {
+		return r
+	}
+	r := t.walkSubtype(sub, anc)
+	if t.memo == nil {
+		t.memo = map[[2]string]bool{}
+	}
+	t.memo[k] = r
+	return r
+}
+
+func (t *typeTree) walkSubtype(sub, anc string) bool {
 	seen := map[string]bool{}
 	stack := []string{sub}
 	for len(stack) > 0 {
@@ -67,25 +168,6 @@ func (t *typeTree) isSubtype(sub, anc string) bool {
 		stack = append(stack, t.parents[x]...)
 	}
 	return false
-}
-
-// ancestors returns ts and all their ancestors, "object" included.
-func (t *typeTree) ancestors(ts []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	stack := append([]string{"object"}, ts...)
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		out = append(out, x)
-		stack = append(stack, t.parents[x]...)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // compatible reports whether every type in have is a subtype of some type in want.

@@ -2,6 +2,7 @@ package pddl
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -22,6 +23,13 @@ import (
 // disjunct, static facts folded away); Problem.Goal -> Task.Goal (DNF).
 // Bindings are never enumerated as a cross product of the parameter types,
 // except for parameters that occur in no positive precondition.
+//
+// Bounded work: before any join runs, estimate.go bounds every action's
+// ground actions and join bindings from its parameters' objects (pruned by
+// the static facts) and refuses a task over GroundLimits with a
+// *LimitError; the joins and quantifier expansions then count their steps
+// against GroundLimits.MaxSteps and poll the context every few thousand
+// steps, so a cancelled request stops within milliseconds.
 
 // Limits that turn a grounding blow-up into a clear error.
 const (
@@ -30,11 +38,62 @@ const (
 	maxGroundDNF = 1 << 12
 	// maxGoalDNF bounds the disjuncts of the goal.
 	maxGoalDNF = 1 << 16
-	// maxGroundActions bounds the ground actions of a task.
-	maxGroundActions = 2_000_000
-	// maxJoinSteps bounds the work of the joins of one task.
-	maxJoinSteps = 200_000_000
+	// ctxEvery is how many steps pass between two polls of the context.
+	ctxEvery = 1 << 12
 )
+
+// Default GroundLimits (the values a zero field means).
+const (
+	DefaultMaxGroundActions = 2_000_000
+	DefaultMaxJoinBindings  = 4_000_000
+	DefaultMaxGroundSteps   = 200_000_000
+	// DefaultMaxGroundEstimate is high because the estimate ignores
+	// fluent preconditions: on IPC's caldera it exceeds the true count
+	// by up to 5000 times.
+	DefaultMaxGroundEstimate = 1e10
+)
+
+// GroundLimits bound the memory and time of one grounding. The zero value
+// of every field means its default. Three bounds are counted as grounding
+// goes (it stops as soon as one is passed, so memory stays in proportion to
+// them) and one is checked before any join runs.
+type GroundLimits struct {
+	// MaxActions bounds the ground actions of the task (counted). 0 means
+	// DefaultMaxGroundActions.
+	MaxActions int
+	// MaxBindings bounds the join bindings kept by reachability, all
+	// actions together (counted; each costs about 250 bytes until the
+	// task is built). 0 means DefaultMaxJoinBindings.
+	MaxBindings int
+	// MaxSteps bounds the work of the whole grounding: atoms tried by the
+	// joins, objects enumerated for free variables and quantifiers,
+	// type-hierarchy and estimate steps (counted). 0 means
+	// DefaultMaxGroundSteps.
+	MaxSteps int
+	// MaxEstimate refuses, before any join runs, an action whose ground
+	// actions or join bindings are estimated above it: an upper bound
+	// from the objects each variable may take (its type, pruned by the
+	// static facts it occurs in) and the static relations that bind
+	// several variables together (estimate.go). 0 means
+	// DefaultMaxGroundEstimate.
+	MaxEstimate float64
+}
+
+func (l GroundLimits) withDefaults() GroundLimits {
+	if l.MaxActions <= 0 {
+		l.MaxActions = DefaultMaxGroundActions
+	}
+	if l.MaxBindings <= 0 {
+		l.MaxBindings = DefaultMaxJoinBindings
+	}
+	if l.MaxSteps <= 0 {
+		l.MaxSteps = DefaultMaxGroundSteps
+	}
+	if l.MaxEstimate <= 0 {
+		l.MaxEstimate = DefaultMaxGroundEstimate
+	}
+	return l
+}
 
 // typeSet is the objects of a type (or of an either of types).
 type typeSet struct {
@@ -62,6 +121,7 @@ type cschema struct {
 
 	paramSeen     map[string]int32 // parameter binding -> index in paramBindings
 	paramBindings [][]int32        // full bindings of new parameter bindings, in discovery order
+	estimate      estimate         // upper bound on the ground actions (checkEstimates)
 }
 
 // cvariant is a variant with its join plan and the bindings found.
@@ -79,13 +139,17 @@ type cvariant struct {
 
 // grounder holds the state of one grounding.
 type grounder struct {
+	ctx   context.Context
+	lim   GroundLimits
 	d     *Domain
 	p     *Problem
 	types *typeTree
 
 	objNames []string
 	objIndex map[string]int32
+	objTypes [][]string // declared types of each object
 	typeSets map[string]*typeSet
+	children map[string][]string // subtypes of each type (built on first use)
 
 	predNames []string
 	predIndex map[string]int32
@@ -100,23 +164,28 @@ type grounder struct {
 
 	numeric map[string]float64
 	steps   int
+	kept    int // join bindings kept by reach
 	err     error
 }
 
-// Ground checks p against d and grounds them into a Task. Errors carry the
-// positions of the offending PDDL.
+// Ground checks p against d and grounds them into a Task, within the
+// default GroundLimits. Errors carry the positions of the offending PDDL.
 func Ground(d *Domain, p *Problem) (*Task, error) {
-	t, _, err := ground(d, p)
+	t, _, err := GroundContext(context.Background(), d, p, GroundLimits{})
 	return t, err
 }
 
 // GroundWarnings is Ground that also returns the warnings of checking p
 // against d (objects of unexpected types, undeclared names tolerated, ...).
 func GroundWarnings(d *Domain, p *Problem) (*Task, []Warning, error) {
-	return ground(d, p)
+	return GroundContext(context.Background(), d, p, GroundLimits{})
 }
 
-func ground(d *Domain, p *Problem) (t *Task, warns []Warning, err error) {
+// GroundContext is GroundWarnings that stops when ctx ends (returning an
+// error that wraps ctx.Err()) and refuses tasks over lim with a *LimitError
+// before allocating their ground actions. It is what a server grounding
+// untrusted PDDL calls.
+func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits) (t *Task, warns []Warning, err error) {
 	defer func() {
 		// A bug must not take the caller down: report it as an error.
 		if r := recover(); r != nil {
@@ -130,18 +199,27 @@ func ground(d *Domain, p *Problem) (t *Task, warns []Warning, err error) {
 	if d == nil || p == nil {
 		return nil, nil, fmt.Errorf("ground: nil domain or problem")
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("grounding stopped: %w", err)
+	}
 	ps := &parser{}
 	c := newChecker(d, ps, false)
 	c.checkProblem(p)
 	if err := ps.result(); err != nil {
 		return nil, ps.warns, err
 	}
-	g := &grounder{d: d, p: p, types: c.types}
+	g := &grounder{ctx: ctx, lim: lim.withDefaults(), d: d, p: p, types: c.types}
 	if err := g.setup(); err != nil {
 		return nil, ps.warns, err
 	}
 	schemas, err := g.compileSchemas()
 	if err != nil {
+		return nil, ps.warns, err
+	}
+	if g.err != nil {
+		return nil, ps.warns, g.err
+	}
+	if err := g.checkEstimates(schemas); err != nil {
 		return nil, ps.warns, err
 	}
 	g.reach(schemas)
@@ -161,15 +239,15 @@ func ground(d *Domain, p *Problem) (t *Task, warns []Warning, err error) {
 // setup numbers objects and predicates and loads the initial atoms.
 func (g *grounder) setup() error {
 	g.objIndex = map[string]int32{}
-	objTypes := map[int32][]string{}
 	addObj := func(tn TypedName) {
 		id, ok := g.objIndex[tn.Name]
 		if !ok {
 			id = int32(len(g.objNames))
 			g.objIndex[tn.Name] = id
 			g.objNames = append(g.objNames, tn.Name)
+			g.objTypes = append(g.objTypes, nil)
 		}
-		objTypes[id] = append(objTypes[id], tn.Types...)
+		g.objTypes[id] = append(g.objTypes[id], tn.Types...)
 	}
 	for _, k := range g.d.Constants {
 		addObj(k)
@@ -177,21 +255,9 @@ func (g *grounder) setup() error {
 	for _, o := range g.p.Objects {
 		addObj(o)
 	}
-	// Type sets: every object belongs to its types and their ancestors.
+	// Type sets are built on first use (typeSetOf): only the types the
+	// domain and goal quantify over, each in one pass over the objects.
 	g.typeSets = map[string]*typeSet{}
-	members := map[string][]int32{}
-	for id := range g.objNames {
-		for _, t := range g.types.ancestors(objTypes[int32(id)]) {
-			members[t] = append(members[t], int32(id))
-		}
-	}
-	for t, list := range members {
-		ts := &typeSet{member: make([]bool, len(g.objNames)), list: list}
-		for _, o := range list {
-			ts.member[o] = true
-		}
-		g.typeSets[t] = ts
-	}
 
 	g.predIndex = map[string]int32{}
 	for _, pd := range g.d.Predicates {
@@ -235,6 +301,9 @@ func (g *grounder) setup() error {
 		}
 	}
 	for _, a := range g.p.Init {
+		if !g.step("the initial state") {
+			return g.err
+		}
 		pid := g.predIndex[a.Pred]
 		args := make([]int32, len(a.Args))
 		for i, s := range a.Args {
@@ -249,17 +318,54 @@ func (g *grounder) setup() error {
 	return nil
 }
 
-// typeSetOf returns the objects of a type list (an either).
+// typeSetOf returns the objects of a type list (an either): the objects
+// declared of one of the types or of a subtype. It counts its work as steps
+// (a hierarchy may be a chain of thousands of types); after a failed step
+// the set may be incomplete, and g.err says so.
 func (g *grounder) typeSetOf(types []string) *typeSet {
 	key := strings.Join(types, " ")
 	if ts, ok := g.typeSets[key]; ok {
 		return ts
 	}
 	ts := &typeSet{member: make([]bool, len(g.objNames))}
-	for _, t := range types {
-		if s, ok := g.typeSets[t]; ok {
-			for _, o := range s.list {
+	g.typeSets[key] = ts
+	switch {
+	case len(types) > 1:
+		for _, t := range types {
+			for _, o := range g.typeSetOf([]string{t}).list {
 				ts.member[o] = true
+			}
+		}
+	case len(types) == 1 && types[0] == "object":
+		for o := range ts.member {
+			ts.member[o] = true
+		}
+	case len(types) == 1:
+		if g.children == nil {
+			g.children = g.types.children()
+		}
+		// The type and its descendants.
+		desc := map[string]bool{types[0]: true}
+		queue := []string{types[0]}
+		for len(queue) > 0 && g.step("the type hierarchy") {
+			t := queue[0]
+			queue = queue[1:]
+			for _, c := range g.children[t] {
+				if !desc[c] {
+					desc[c] = true
+					queue = append(queue, c)
+				}
+			}
+		}
+		for o, tys := range g.objTypes {
+			if !g.step("the type hierarchy") {
+				break
+			}
+			for _, t := range tys {
+				if desc[t] {
+					ts.member[o] = true
+					break
+				}
 			}
 		}
 	}
@@ -410,10 +516,21 @@ func (g *grounder) fail(err error) {
 	}
 }
 
+// step counts one step of work for what (an action's name, "the goal",
+// ...) and reports whether grounding may go on: false after the step
+// budget is spent, the context has ended or another error. It polls the
+// context every ctxEvery steps.
 func (g *grounder) step(what string) bool {
 	g.steps++
-	if g.steps > maxJoinSteps {
-		g.fail(fmt.Errorf("grounding %s: more than %d join steps; the task is too large to ground", what, maxJoinSteps))
+	if g.steps%ctxEvery == 0 && g.err == nil {
+		if err := g.ctx.Err(); err != nil {
+			g.fail(fmt.Errorf("grounding stopped in %s: %w", what, err))
+			return false
+		}
+	}
+	if g.steps > g.lim.MaxSteps && g.err == nil {
+		g.fail(&LimitError{What: "grounding steps", Limit: float64(g.lim.MaxSteps), Count: int64(g.steps),
+			Detail: "(at " + what + ")"})
 		return false
 	}
 	return g.err == nil
@@ -572,11 +689,18 @@ func (g *grounder) reach(schemas []*cschema) {
 					}
 					v.seen[k] = true
 					found = append(found, slices.Clone(b))
+					if g.kept++; g.kept > g.lim.MaxBindings {
+						g.fail(&LimitError{Action: s.a.Name, Pos: s.a.Pos, What: "join bindings", Count: int64(g.kept),
+							Limit: float64(g.lim.MaxBindings), Estimate: s.estimate.n, Factors: s.estimate.String()})
+					}
 				})
 				if g.err != nil {
 					return
 				}
 				for _, b := range found {
+					if !g.step(s.a.Name) {
+						return
+					}
 					v.bindings = append(v.bindings, b)
 					pk := bindingKey(b[:s.nparams])
 					if i, ok := s.paramSeen[pk]; ok {
@@ -599,8 +723,8 @@ func (g *grounder) reach(schemas []*cschema) {
 				}
 			}
 		}
-		if len(g.atoms) > 4*maxGroundActions {
-			g.fail(fmt.Errorf("grounding: more than %d reachable atoms; the task is too large", 4*maxGroundActions))
+		if len(g.atoms) > 4*g.lim.MaxActions {
+			g.fail(&LimitError{What: "reachable atoms", Limit: float64(4 * g.lim.MaxActions), Count: int64(len(g.atoms))})
 		}
 	}
 }
@@ -1018,6 +1142,9 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 		effs := make([]*groundEffects, len(s.paramBindings))
 		for _, v := range s.variants {
 			for bi, b := range v.bindings {
+				if !g.step(s.a.Name) {
+					return nil, g.err
+				}
 				base := gconj{}
 				var buf [8]int32
 				for _, l := range v.lits {
@@ -1067,8 +1194,9 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 				for _, c := range disj {
 					insts = append(insts, instance{schema: si, args: b[:s.nparams], pre: c, eff: eff})
 				}
-				if len(insts) > maxGroundActions {
-					return nil, fmt.Errorf("grounding: more than %d ground actions; the task is too large", maxGroundActions)
+				if len(insts) > g.lim.MaxActions {
+					return nil, &LimitError{Action: s.a.Name, Pos: s.a.Pos, What: "ground actions", Limit: float64(g.lim.MaxActions),
+						Count: int64(len(insts)), Estimate: s.estimate.n, Factors: s.estimate.String()}
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 )
 
@@ -18,22 +19,25 @@ const (
 	CodeUnauthorized    = "unauthorized" // 401: missing or wrong bearer token
 	CodeNotFound        = "not_found"    // 404: no such route
 	CodeMethod          = "method_not_allowed"
-	CodeModelNotFound   = "model_not_found"  // 404: unknown model name
-	CodeBodyTooLarge    = "body_too_large"   // 413: request body over --max-body
-	CodePDDLTooLarge    = "pddl_too_large"   // 413: domain or problem text over the PDDL limit
-	CodeBadPDDL         = "bad_pddl"         // 422: PDDL that does not parse or ground (with positions)
-	CodeTooManyActions  = "too_many_actions" // 422: more grounded actions than the limit
-	CodeBadLexicon      = "bad_lexicon"      // 422: lexicon that does not fit the task
-	CodeUnsolvable      = "unsolvable"       // 422: the goal is unreachable even in the delete relaxation
-	CodeBudgetExhausted = "budget_exhausted" // 422: a budget ran out before the goal was reached
-	CodeOverCap         = "budget_over_cap"  // 400: a budget above the server's cap
-	CodeUnknownEnv      = "unknown_env"      // 404: unknown environment or task id
-	CodeQueueFull       = "queue_full"       // 429: the admission queue is full (Retry-After)
-	CodeQueueTimeout    = "queue_timeout"    // 503: waited too long for a slot (Retry-After)
-	CodeShuttingDown    = "shutting_down"    // 503: the server is draining (Retry-After)
-	CodeModelBusy       = "model_capacity"   // 503: every loaded model is busy and no more may load (Retry-After)
-	CodeCancelled       = "cancelled"        // the client went away (logged; nobody reads it)
-	CodeInternal        = "internal"         // 500
+	CodeModelNotFound   = "model_not_found"      // 404: unknown model name
+	CodeBodyTooLarge    = "body_too_large"       // 413: request body over --max-body
+	CodePDDLTooLarge    = "pddl_too_large"       // 413: domain or problem text over the PDDL limit
+	CodeBadPDDL         = "bad_pddl"             // 422: PDDL that does not parse or ground (with positions)
+	CodeTooManyActions  = "too_many_actions"     // 422: more grounded actions than the limit
+	CodeBadLexicon      = "bad_lexicon"          // 422: lexicon that does not fit the task
+	CodeUnsolvable      = "unsolvable"           // 422: the goal is unreachable even in the delete relaxation
+	CodeBudgetExhausted = "budget_exhausted"     // 422: a budget ran out before the goal was reached
+	CodePromptTooLong   = "prompt_too_long"      // 422: the prompt does not fit the model's context (with the token counts)
+	CodeOverCap         = "budget_over_cap"      // 400: a budget above the server's cap
+	CodeUnknownEnv      = "unknown_env"          // 404: unknown environment or task id
+	CodeQueueFull       = "queue_full"           // 429: the admission queue is full (Retry-After)
+	CodeTooManyConns    = "too_many_connections" // 429: over --max-conns-per-client open connections (then closed)
+	CodeBodyTimeout     = "body_timeout"         // 408: the request body took longer than --body-timeout
+	CodeQueueTimeout    = "queue_timeout"        // 503: waited too long for a slot (Retry-After)
+	CodeShuttingDown    = "shutting_down"        // 503: the server is draining (Retry-After)
+	CodeModelBusy       = "model_capacity"       // 503: every loaded model is busy and no more may load (Retry-After)
+	CodeCancelled       = "cancelled"            // the client went away (logged; nobody reads it)
+	CodeInternal        = "internal"             // 500
 )
 
 // Position is a place in the request's PDDL text.
@@ -53,6 +57,9 @@ type apiError struct {
 	Message    string     `json:"error"`
 	Positions  []Position `json:"positions,omitempty"`
 	RetryAfter int        `json:"retry_after,omitempty"` // seconds; also sent as the Retry-After header
+	// PromptTokens and ContextLength are the counts of a prompt_too_long.
+	PromptTokens  int `json:"prompt_tokens,omitempty"`
+	ContextLength int `json:"context_length,omitempty"`
 	// Result is the partial outcome of a plan that ran out of budget.
 	Result *PlanResponse `json:"result,omitempty"`
 }
@@ -86,6 +93,10 @@ func asAPIError(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	var ptl *models.PromptTooLongError
+	if errors.As(err, &ptl) {
+		return promptTooLong(ptl)
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body is larger than %d bytes", mbe.Limit)
@@ -94,6 +105,12 @@ func asAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 5}
 	}
 	return errorf(http.StatusInternalServerError, CodeInternal, "%v", err)
+}
+
+// promptTooLong is the 422 of a prompt longer than the model's context.
+func promptTooLong(e *models.PromptTooLongError) *apiError {
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: CodePromptTooLong, PromptTokens: e.Tokens, ContextLength: e.ContextLength,
+		Message: fmt.Sprintf("the prompt has %d tokens; the model's context holds %d (use a model with a longer context, a shorter task or lexicon, or a larger --ctx)", e.Tokens, e.ContextLength)}
 }
 
 // writeJSON writes v with status.

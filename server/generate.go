@@ -40,15 +40,15 @@ type genResult struct {
 // sequence of lm, calling onText with
 // each new piece of text (whole UTF-8 characters only). It stops at an end
 // token, a stop string, numPredict tokens or the context length; ctx
-// cancellation stops it and frees the sequence.
-func generate(ctx context.Context, lm models.LM, prompt []int32, images [][]byte, o genOptions, onText func(string)) (genResult, error) {
-	var res genResult
+// cancellation stops it and frees the sequence. The results are named:
+// a deferred function sets res.genDur.
+func generate(ctx context.Context, lm models.LM, prompt []int32, images [][]byte, o genOptions, onText func(string)) (res genResult, err error) {
 	if len(prompt) == 0 {
 		return res, errorf(http.StatusBadRequest, CodeBadRequest, "empty prompt")
 	}
 	ctxLen := lm.Info().ContextLength
 	if len(prompt) >= ctxLen {
-		return res, errorf(http.StatusBadRequest, CodeBadRequest, "the prompt has %d tokens; the model's context holds %d", len(prompt), ctxLen)
+		return res, promptTooLong(&models.PromptTooLongError{Tokens: len(prompt), ContextLength: ctxLen})
 	}
 	limit := min(o.numPredict, ctxLen-len(prompt))
 	seq, err := lm.NewSequence()

@@ -131,7 +131,7 @@ func startServer(t testing.TB, opts Options) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{t: t, s: s, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1),
-		model: defaultModelName(def), dir: modelsDir}
+		model: defaultModelName(opts.Model), dir: modelsDir}
 	go func() { ts.done <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		ts.stop()

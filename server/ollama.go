@@ -249,6 +249,11 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *g
 			return
 		}
 	}
+	if n := lm.Info().ContextLength; len(prompt) >= n {
+		// Before the stream starts, so that it is a plain 422.
+		writeError(w, promptTooLong(&models.PromptTooLongError{Tokens: len(prompt), ContextLength: n}))
+		return
+	}
 	created := time.Now().UTC()
 	var st *ndjson
 	onText := func(string) {}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/nesy-dev/nesy/constraint"
 	"math"
@@ -246,25 +247,32 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.workContext(r)
 	defer cancel()
 
-	gstart := time.Now()
-	task, lex, goal, err := s.buildTask(ctx, &req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	timings := Timings{GroundSeconds: time.Since(gstart).Seconds()}
-	if _, err := heuristic.New(req.Heuristic, task); err != nil {
-		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "heuristic: %v", err))
-		return
-	}
-
+	// Admitted before the PDDL is parsed or grounded: grounding is the
+	// request's work too (bounded by the server's grounding limits and
+	// stopped by ctx when the client goes away), so it counts against
+	// MaxConcurrent like planning does.
 	release, wait, err := s.admit(ctx)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer release()
-	timings.QueueSeconds = wait.Seconds()
+	timings := Timings{QueueSeconds: wait.Seconds()}
+
+	gstart := time.Now()
+	task, lex, goal, err := s.buildTask(ctx, &req)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client is gone
+		}
+		writeError(w, err)
+		return
+	}
+	timings.GroundSeconds = time.Since(gstart).Seconds()
+	if _, err := heuristic.New(req.Heuristic, task); err != nil {
+		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "heuristic: %v", err))
+		return
+	}
 
 	lstart := time.Now()
 	entry, done, err := s.models.acquire(ctx, req.Model)
@@ -459,9 +467,9 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 		if err != nil {
 			return nil, nil, "", pddlError("problem", err)
 		}
-		task, err = pddl.Ground(d, p)
+		task, _, err = pddl.GroundContext(ctx, d, p, s.groundLimits())
 		if err != nil {
-			return nil, nil, "", pddlError("grounding", err)
+			return nil, nil, "", groundError(ctx, err)
 		}
 		goal = p.Goal
 	}
@@ -485,6 +493,33 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 		}
 	}
 	return task, lex, goalText, nil
+}
+
+// groundLimits are the grounding limits of a request: MaxGroundActions
+// counted, four times as many join bindings kept (about 250 bytes each), an
+// estimate up to 100 times the actions (the estimate ignores fluent
+// preconditions, so it may exceed the true count), MaxGroundSteps of work.
+func (s *Server) groundLimits() pddl.GroundLimits {
+	n := s.opts.MaxGroundActions
+	return pddl.GroundLimits{MaxActions: n, MaxBindings: 4 * n, MaxEstimate: 100 * float64(n), MaxSteps: s.opts.MaxGroundSteps}
+}
+
+// groundError maps a grounding error: a limit is 422 too_many_actions
+// naming the action and its estimate, a cancelled context is the
+// context's error, anything else is bad PDDL.
+func groundError(ctx context.Context, err error) error {
+	var le *pddl.LimitError
+	switch {
+	case errors.As(err, &le):
+		e := errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "grounding: %v", err)
+		if le.Pos.IsValid() {
+			e.Positions = []Position{{le.Pos.File, le.Pos.Line, le.Pos.Col, le.Error()}}
+		}
+		return e
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return err
+	}
+	return pddlError("grounding", err)
 }
 
 // checkSolvable refuses tasks whose goal is unreachable even when deletes

@@ -18,7 +18,7 @@ import (
 )
 
 // CodeBadModel is the code of a model file that exists but cannot be loaded
-// (not GGUF, unsupported architecture).
+// (not GGUF, truncated or malformed, unsupported architecture): 422.
 const CodeBadModel = "bad_model"
 
 // registry owns the loaded engines: one models.Engine per loaded model,
@@ -158,9 +158,18 @@ func (r *registry) resolve(name string) (string, string, error) {
 	return "", "", errorf(http.StatusNotFound, CodeModelNotFound, "model %q not found (GET /v1/models lists the models this server can load)", name)
 }
 
-// preload loads the default model (at startup).
+// preload loads the default model (at startup): a GGUF path, or a name in
+// the server's Ollama store (Options.OllamaStore, not the default store).
 func (r *registry) preload(ctx context.Context, model string) error {
-	path, err := models.Resolve(model)
+	var path string
+	var err error
+	if r.store.Root != "" {
+		path, err = r.store.ResolvePath(model)
+	} else if st, serr := os.Stat(model); serr == nil && st.Mode().IsRegular() {
+		path, err = model, models.CheckGGUF(model)
+	} else {
+		err = fmt.Errorf("not a GGUF file, and the Ollama store is disabled: %w", models.ErrModelNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("default model %s: %w", model, err)
 	}
@@ -180,6 +189,16 @@ func (r *registry) acquire(ctx context.Context, name string) (*modelEntry, func(
 	name, path, err := r.resolve(name)
 	if err != nil {
 		return nil, nil, err
+	}
+	r.mu.Lock()
+	_, loaded := r.loaded[path]
+	r.mu.Unlock()
+	if !loaded {
+		// A malformed file is refused before room is made for it, so
+		// that no idle model is unloaded for nothing.
+		if err := models.CheckModel(path); err != nil {
+			return nil, nil, loadError(name, path, err)
+		}
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -228,7 +247,7 @@ func (r *registry) load(e *modelEntry) {
 	r.mu.Lock()
 	e.loadDur = time.Since(start)
 	if err != nil {
-		e.err = loadError(e.name, err)
+		e.err = loadError(e.name, e.path, err)
 		delete(r.loaded, e.path) // the next request tries again
 		r.log.Error("model load failed", "model", e.name, "err", err)
 	} else if r.closed {
@@ -242,14 +261,20 @@ func (r *registry) load(e *modelEntry) {
 	r.mu.Unlock()
 }
 
-func loadError(name string, err error) error {
+// loadError maps a model load error to its answer; the file's path, which
+// may be an absolute server path, is replaced by the model's name.
+func loadError(name, path string, err error) error {
+	msg := err.Error()
+	if path != "" {
+		msg = strings.ReplaceAll(msg, path, name)
+	}
 	switch {
 	case errors.Is(err, models.ErrModelNotFound):
-		return errorf(http.StatusNotFound, CodeModelNotFound, "model %q: %v", name, err)
-	case errors.Is(err, models.ErrNotGGUF), strings.Contains(err.Error(), "unsupported architecture"):
-		return errorf(http.StatusUnprocessableEntity, CodeBadModel, "model %q cannot be loaded: %v", name, err)
+		return errorf(http.StatusNotFound, CodeModelNotFound, "model %q: %s", name, msg)
+	case errors.Is(err, models.ErrNotGGUF), errors.Is(err, models.ErrBadModel), strings.Contains(msg, "unsupported architecture"):
+		return errorf(http.StatusUnprocessableEntity, CodeBadModel, "model %q cannot be loaded: %s", name, msg)
 	}
-	return errorf(http.StatusInternalServerError, CodeInternal, "loading model %q: %v", name, err)
+	return errorf(http.StatusInternalServerError, CodeInternal, "loading model %q: %s", name, msg)
 }
 
 // makeRoomLocked unloads the least recently used idle model when the

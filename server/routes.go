@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -128,6 +129,7 @@ func (s *Server) instrument(mux *http.ServeMux, h http.HandlerFunc) http.Handler
 			writeError(sw, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
 			return
 		}
+		bodyDeadline(sw, r, s.opts.BodyTimeout)
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
 		}
@@ -150,9 +152,12 @@ func decodeJSON(r *http.Request, v any, strict bool) error {
 		var mbe *http.MaxBytesError
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
+		var ne net.Error
 		switch {
 		case errors.As(err, &mbe):
 			return err
+		case errors.As(err, &ne) && ne.Timeout():
+			return errorf(http.StatusRequestTimeout, CodeBodyTimeout, "the request body was not received in time")
 		case errors.Is(err, io.EOF):
 			return errorf(http.StatusBadRequest, CodeBadRequest, "empty request body: want a JSON object")
 		case errors.As(err, &se):

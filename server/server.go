@@ -55,9 +55,15 @@ type Options struct {
 	// MaxPDDLBytes bounds the domain and the problem text each (413
 	// beyond); 0 means 1 MiB.
 	MaxPDDLBytes int
-	// MaxGroundActions bounds the grounded actions of a task (422 beyond);
-	// 0 means 100000.
+	// MaxGroundActions bounds the grounded actions of a task (422
+	// too_many_actions beyond); 0 means 100000. Grounding also refuses a
+	// task whose actions are estimated (before any join) above 100 times
+	// this, or whose joins keep more than 4 times this many bindings.
 	MaxGroundActions int
+	// MaxGroundSteps bounds the work of grounding one task (join steps,
+	// quantifier and type-hierarchy steps; 422 too_many_actions beyond);
+	// 0 means 50,000,000 (a few seconds of CPU).
+	MaxGroundSteps int
 	// MaxSeconds caps a plan request's seconds budget (and is its default
 	// when MaxSeconds is below 60); 0 means 600.
 	MaxSeconds float64
@@ -73,6 +79,20 @@ type Options struct {
 	// KeepAlive unloads a model idle this long (never the default model);
 	// 0 means 5 minutes, negative never.
 	KeepAlive time.Duration
+	// BodyTimeout is how long a client may take to send a request body
+	// (408 body_timeout, then the connection is closed); 0 means 1 minute,
+	// negative no limit.
+	BodyTimeout time.Duration
+	// HeaderTimeout is how long a client may take to send a request's
+	// headers; 0 means 10 seconds.
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long between
+	// requests; 0 means 2 minutes.
+	IdleTimeout time.Duration
+	// MaxConnsPerClient bounds the connections open at once from one
+	// client address (IP); one more is answered 429 too_many_connections
+	// and closed. 0 means 64, negative no bound.
+	MaxConnsPerClient int
 	// ShutdownTimeout is how long Serve waits for in-flight requests after
 	// its context ends before cancelling them; 0 means 30 seconds.
 	ShutdownTimeout time.Duration
@@ -123,6 +143,7 @@ func (o Options) withDefaults() Options {
 	o.MaxQueue = max(o.MaxQueue, 0)
 	def(&o.MaxPDDLBytes, 1<<20)
 	def(&o.MaxGroundActions, 100000)
+	def(&o.MaxGroundSteps, 50_000_000)
 	def(&o.MaxSimulations, 100000)
 	def(&o.MaxTokens, 8192)
 	def(&o.MaxActions, 1000)
@@ -139,6 +160,16 @@ func (o Options) withDefaults() Options {
 	if o.KeepAlive == 0 {
 		o.KeepAlive = 5 * time.Minute
 	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = time.Minute
+	}
+	if o.HeaderTimeout == 0 {
+		o.HeaderTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
+	def(&o.MaxConnsPerClient, 64)
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
@@ -258,8 +289,12 @@ func (s *Server) Metrics() *prometheus.Registry { return s.promReg }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.opts.HeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.opts.MaxConnsPerClient > 0 {
+		ln = newClientLimitListener(ln, s.opts.MaxConnsPerClient, func() { s.m.rejected.WithLabelValues(CodeTooManyConns).Inc() })
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

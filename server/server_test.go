@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -177,6 +179,10 @@ func TestOllamaClient(t *testing.T) {
 			if whole.EvalCount > 1 && chunks < 2 {
 				t.Errorf("streamed in %d chunks", chunks)
 			}
+			// Ollama's clients divide eval_count by eval_duration.
+			if whole.EvalDuration <= 0 || last.EvalDuration <= 0 || whole.PromptEvalDuration <= 0 {
+				t.Errorf("eval_duration %v (streamed %v), prompt_eval_duration %v: want > 0", whole.EvalDuration, last.EvalDuration, whole.PromptEvalDuration)
+			}
 		})
 	}
 	t.Run("chat", func(t *testing.T) {
@@ -193,6 +199,9 @@ func TestOllamaClient(t *testing.T) {
 		}
 		if whole.Message.Role != "assistant" || !whole.Done || whole.PromptEvalCount == 0 || whole.EvalCount == 0 {
 			t.Errorf("chat answer %+v", whole)
+		}
+		if whole.EvalDuration <= 0 {
+			t.Errorf("chat eval_duration %v, want > 0", whole.EvalDuration)
 		}
 		if pieces.String() != whole.Message.Content {
 			t.Errorf("streamed %q, whole %q", pieces.String(), whole.Message.Content)
@@ -346,5 +355,67 @@ func TestOllamaStoreModels(t *testing.T) {
 	}
 	if n := len(ts.s.models.engines()); n != 2 {
 		t.Errorf("%d engines loaded, want the default and the store's", n)
+	}
+}
+
+// TestDefaultModelFromOllamaStore: the startup model (nesy serve --model
+// NAME) is looked up in the server's Ollama store (--ollama-models), not in
+// the default one; with the store disabled a name is refused.
+func TestDefaultModelFromOllamaStore(t *testing.T) {
+	t.Setenv("OLLAMA_MODELS", t.TempDir()) // the default store: empty
+	store := t.TempDir()
+	writeOllamaStore(t, store, "tinyplanner", "7b", testModel(t, t.TempDir(), "src", gguf.ArchLlama))
+	ts := startServer(t, Options{Model: "tinyplanner:7b", OllamaStore: store})
+	if ts.model != "tinyplanner:7b" {
+		t.Fatalf("default model %q", ts.model)
+	}
+	status, _, body := ts.do("POST", "/api/generate", map[string]any{"prompt": "hello", "stream": false, "options": map[string]any{"num_predict": 2}})
+	if status != http.StatusOK {
+		t.Fatalf("generate with the default model: %d %s", status, body)
+	}
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := New(context.Background(), Options{Model: "tinyplanner:7b", NoOllamaStore: true, Logger: quiet}); err == nil {
+		t.Fatal("a store name loaded with the store disabled")
+	}
+}
+
+// TestTruncatedModel: a truncated GGUF in the models folder answers 422
+// bad_model, without the server's paths, and the idle model that a load
+// would have made room for stays loaded.
+func TestTruncatedModel(t *testing.T) {
+	ts := startServer(t, Options{MaxLoadedModels: 2})
+	// Load tiny-llama: with the default model, the registry is full.
+	if status, _, body := ts.do("POST", "/api/generate", map[string]any{"model": "tiny-llama", "prompt": "x", "stream": false,
+		"options": map[string]any{"num_predict": 1}}); status != http.StatusOK {
+		t.Fatalf("loading tiny-llama: %d %s", status, body)
+	}
+	full, err := os.ReadFile(filepath.Join(ts.dir, "tiny-llama.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		size int
+	}{
+		{"in-metadata", 100},          // "reading GGUF metadata: EOF"
+		{"in-tensors", len(full) - 1}, // the metadata is whole, the tensor data is not
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(ts.dir, tc.name+".gguf"), full[:tc.size], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			status, _, body := ts.do("POST", "/api/generate", map[string]any{"model": tc.name, "prompt": "x", "stream": false})
+			if status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			e := apiErr(t, body)
+			if e.Code != CodeBadModel || strings.Contains(e.Message, ts.dir) {
+				t.Fatalf("got %+v: want bad_model without the folder's path", e)
+			}
+			if n := len(ts.s.models.engines()); n != 2 {
+				t.Fatalf("%d engines loaded after the failed load, want 2 (nothing unloaded)", n)
+			}
+		})
 	}
 }
