@@ -201,20 +201,6 @@ type Outcome struct {
 	Search *mcts.Stats
 }
 
-// PromptTooLongError reports a prompt that does not fit the model's
-// context (with room for the plan). It wraps models.ErrContextLength.
-type PromptTooLongError struct {
-	Prompt  int // the prompt's tokens
-	Context int // the model's context length
-}
-
-func (e *PromptTooLongError) Error() string {
-	return fmt.Sprintf("the prompt has %d tokens and the model's context holds %d, with no room for the plan", e.Prompt, e.Context)
-}
-
-// Unwrap returns models.ErrContextLength.
-func (e *PromptTooLongError) Unwrap() error { return models.ErrContextLength }
-
 // Run runs method m on task with lm. It returns the plan so far, with the
 // stop reason, when a budget runs out; an error when the run could not be
 // made (bad options, a prompt that does not fit, an engine failure) or ctx
@@ -258,7 +244,7 @@ func Run(ctx context.Context, lm models.LM, task Task, m Method, opts Options) (
 		return nil, fmt.Errorf("planner: %w", err)
 	}
 	if n := lm.Info().ContextLength; n > 0 && len(prompt.Tokens) >= n {
-		return nil, &PromptTooLongError{Prompt: len(prompt.Tokens), Context: n}
+		return nil, &models.PromptTooLongError{Tokens: len(prompt.Tokens), ContextLength: n}
 	}
 	r := &run{lm: lm, idx: idx, task: task, method: m, opts: opts, space: space, popts: popts, prompt: prompt}
 	start := time.Now()

@@ -167,8 +167,8 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 	_, err := Run(context.Background(), small, stask, CMCTS, Options{})
-	var tooLong *PromptTooLongError
-	if !errors.As(err, &tooLong) || !errors.Is(err, models.ErrContextLength) || tooLong.Context != 64 || tooLong.Prompt < 64 {
+	var tooLong *models.PromptTooLongError
+	if !errors.As(err, &tooLong) || tooLong.ContextLength != 64 || tooLong.Tokens < 64 {
 		t.Errorf("prompt too long: %v", err)
 	}
 }

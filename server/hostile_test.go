@@ -191,7 +191,7 @@ func TestPromptTooLong(t *testing.T) {
 			t.Fatalf("got %+v, want prompt_too_long with the token counts", e)
 		}
 	}
-	for _, method := range Methods {
+	for _, method := range []string{MethodGreedy, MethodCGreedy, MethodMCTS, MethodCMCTS} {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", method, stream), func(t *testing.T) {
 				status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": method, "stream": stream})

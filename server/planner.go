@@ -117,12 +117,9 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 		}
 	}
 	if err != nil {
-		var tooLong *planner.PromptTooLongError
 		switch {
 		case ctx.Err() != nil:
 			return out, ctx.Err()
-		case errors.As(err, &tooLong):
-			return out, errorf(http.StatusUnprocessableEntity, CodeBadRequest, "%v", err)
 		case errors.Is(err, models.ErrNoSequences), errors.Is(err, models.ErrCacheFull):
 			return out, &apiError{Status: http.StatusServiceUnavailable, Code: CodeModelBusy, RetryAfter: 5,
 				Message: "the model's KV cache is full with other requests' sequences; retry later: " + err.Error()}
