@@ -2,6 +2,7 @@ package mcts
 
 import (
 	"fmt"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
 	"time"
 )
 
@@ -67,6 +68,10 @@ type Options struct {
 	// ("ff", "lmcut", "goalcount", "mix(0.5*ff+0.5*lmcut)", ...). "" means
 	// DefaultHeuristic (h_FF).
 	Heuristic string
+	// Evaluator, when set, is the state heuristic itself, already built for
+	// the Space's task (a server builds one per request and shares it
+	// between its checks and the search); Heuristic is then ignored.
+	Evaluator heuristic.Heuristic
 	// GoalReward is R_G, the value of a plan that reaches the goal. 0 means
 	// DefaultGoalReward (1). It matters when Exhaust is set (the search
 	// otherwise stops at the first such plan).

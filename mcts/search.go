@@ -157,9 +157,11 @@ func searchTree(ctx context.Context, lm models.LM, sp *constraint.Space, prompt 
 	if err != nil {
 		return nil, err
 	}
-	heur, err := heuristic.New(o.Heuristic, sp.Task())
-	if err != nil {
-		return nil, fmt.Errorf("mcts: heuristic: %w", err)
+	heur := o.Evaluator
+	if heur == nil {
+		if heur, err = heuristic.New(o.Heuristic, sp.Task()); err != nil {
+			return nil, fmt.Errorf("mcts: heuristic: %w", err)
+		}
 	}
 	s := &searcher{
 		ctx: ctx, lm: lm, sp: sp, task: sp.Task(), idx: sp.Index(), opts: o, heur: heur,
@@ -174,11 +176,15 @@ func searchTree(ctx context.Context, lm models.LM, sp *constraint.Space, prompt 
 		start:     time.Now(),
 	}
 	if o.Helpful > 0 {
-		h, err := heuristic.New("ff", sp.Task())
-		if err != nil {
-			return nil, fmt.Errorf("mcts: helpful actions: %w", err)
+		ff, ok := heur.(*heuristic.FF)
+		if !ok {
+			h, err := heuristic.New("ff", sp.Task())
+			if err != nil {
+				return nil, fmt.Errorf("mcts: helpful actions: %w", err)
+			}
+			ff = h.(*heuristic.FF)
 		}
-		s.ff = h.(*heuristic.FF)
+		s.ff = ff
 		s.hcache2 = make(map[string]map[string]bool)
 	}
 	if m := sp.Options().MaxActions; m > 0 && m < s.maxActs {

@@ -25,6 +25,7 @@ import (
 	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
 	"github.com/nesy-dev/nesy/trie"
 )
 
@@ -76,6 +77,10 @@ type Options struct {
 	// Heuristic values search leaves, in package heuristic's syntax ("ff",
 	// "lmcut", "mix(0.5*ff+0.5*lmcut)", ...); "" means DefaultHeuristic.
 	Heuristic string
+	// Evaluator, when set, is that heuristic already built for the task
+	// (callers that also use it, as the server's solvability check does,
+	// build it once); Heuristic is then ignored.
+	Evaluator heuristic.Heuristic
 	// End says where a constrained plan may end (zero: at any boundary,
 	// when the model writes its end token).
 	End constraint.EndPolicy
@@ -359,7 +364,7 @@ func (r *run) search(ctx context.Context) (*Outcome, error) {
 	if o.Lambda == 0 {
 		o.Lambda = DefaultLambda
 	}
-	o.Heuristic = r.opts.Heuristic
+	o.Heuristic, o.Evaluator = r.opts.Heuristic, r.opts.Evaluator
 	if o.Heuristic == "" {
 		o.Heuristic = DefaultHeuristic
 	}

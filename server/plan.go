@@ -198,7 +198,8 @@ type planJob struct {
 	req     PlanRequest // defaults filled
 	task    *pddl.Task
 	lex     *lexicon.Bound
-	goal    string // the goal in words (environments), "" to describe it from the task
+	goal    string              // the goal in words (environments), "" to describe it from the task
+	heur    heuristic.Heuristic // the request's heuristic, built once for the checks and the search
 	budget  time.Duration
 	model   *modelEntry
 	started time.Time
@@ -260,7 +261,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	timings := Timings{QueueSeconds: wait.Seconds()}
 
 	gstart := time.Now()
-	task, lex, goal, err := s.buildTask(ctx, &req)
+	task, lex, goal, heur, err := s.buildTask(ctx, &req)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client is gone
@@ -269,10 +270,6 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	timings.GroundSeconds = time.Since(gstart).Seconds()
-	if _, err := heuristic.New(req.Heuristic, task); err != nil {
-		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "heuristic: %v", err))
-		return
-	}
 
 	lstart := time.Now()
 	entry, done, err := s.models.acquire(ctx, req.Model)
@@ -286,7 +283,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	timings.LoadSeconds = time.Since(lstart).Seconds()
 
-	job := &planJob{req: req, task: task, lex: lex, goal: goal, model: entry, budget: time.Duration(req.Seconds * float64(time.Second))}
+	job := &planJob{req: req, task: task, lex: lex, goal: goal, heur: heur, model: entry, budget: time.Duration(req.Seconds * float64(time.Second))}
 	summary := TaskSummary{task.DomainName, task.ProblemName, len(task.Facts), len(task.Actions)}
 
 	var stream *ndjson
@@ -450,49 +447,54 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 }
 
 // buildTask grounds the request's task and binds its lexicon.
-func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Task, lex *lexicon.Bound, goalText string, err error) {
+func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Task, lex *lexicon.Bound, goalText string, h heuristic.Heuristic, err error) {
 	var goal *pddl.Formula
 	if req.Env != "" {
 		ep, err := s.envs.open(ctx, req.Env, req.Task)
 		if err != nil {
-			return nil, nil, "", err
+			return nil, nil, "", nil, err
 		}
 		task, lex, goalText = ep.Task(), ep.Lexicon(), ep.Goal()
 	} else {
 		d, _, err := pddl.ParseDomain("domain.pddl", []byte(req.Domain))
 		if err != nil {
-			return nil, nil, "", pddlError("domain", err)
+			return nil, nil, "", nil, pddlError("domain", err)
 		}
 		p, _, err := pddl.ParseProblem("problem.pddl", []byte(req.Problem))
 		if err != nil {
-			return nil, nil, "", pddlError("problem", err)
+			return nil, nil, "", nil, pddlError("problem", err)
 		}
 		task, _, err = pddl.GroundContext(ctx, d, p, s.groundLimits())
 		if err != nil {
-			return nil, nil, "", groundError(ctx, err)
+			return nil, nil, "", nil, groundError(ctx, err)
 		}
 		goal = p.Goal
 	}
-	if err := checkSolvable(task, goal); err != nil {
-		return nil, nil, "", err
+	// The request's heuristic, built once: the solvability check and the
+	// search both use it.
+	if h, err = heuristic.New(req.Heuristic, task); err != nil {
+		return nil, nil, "", nil, errorf(http.StatusBadRequest, CodeBadRequest, "heuristic: %v", err)
+	}
+	if err := checkSolvable(task, goal, h); err != nil {
+		return nil, nil, "", nil, err
 	}
 	if n := len(task.Actions); n > s.opts.MaxGroundActions {
-		return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; this server allows %d", n, s.opts.MaxGroundActions)
+		return nil, nil, "", nil, errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; this server allows %d", n, s.opts.MaxGroundActions)
 	}
 	if len(req.Lexicon) > 0 && string(req.Lexicon) != "null" {
 		l, err := lexicon.Parse(req.Lexicon)
 		if err != nil {
-			return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
+			return nil, nil, "", nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
 		}
 		if lex, err = l.Bind(task); err != nil {
-			return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
+			return nil, nil, "", nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "lexicon: %v", err)
 		}
 	} else if lex == nil {
 		if lex, err = lexicon.ForTask(task).Bind(task); err != nil {
-			return nil, nil, "", errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "built-in lexicon: %v", err)
+			return nil, nil, "", nil, errorf(http.StatusUnprocessableEntity, CodeBadLexicon, "built-in lexicon: %v", err)
 		}
 	}
-	return task, lex, goalText, nil
+	return task, lex, goalText, h, nil
 }
 
 // groundLimits are the grounding limits of a request: MaxGroundActions
@@ -523,10 +525,12 @@ func groundError(ctx context.Context, err error) error {
 }
 
 // checkSolvable refuses tasks whose goal is unreachable even when deletes
-// are ignored (h_max is a dead end at the initial state): no planner can
-// solve them. goal, when known, is the lifted goal, to name the goal facts
-// no action can make true.
-func checkSolvable(task *pddl.Task, goal *pddl.Formula) error {
+// are ignored (the initial state is a dead end of the delete relaxation): no
+// planner can solve them. h is the request's heuristic; the relaxation
+// heuristics (ff, add, max, lmcut and mixes of them) see such dead ends,
+// and for the others (goalcount, blind) h_max is built. goal, when known,
+// is the lifted goal, to name the goal facts no action can make true.
+func checkSolvable(task *pddl.Task, goal *pddl.Formula, h heuristic.Heuristic) error {
 	if len(task.Goal) == 0 {
 		msg := "the task is unsolvable: the goal can never hold"
 		if missing := unreachableGoalFacts(task, goal); len(missing) > 0 {
@@ -534,9 +538,12 @@ func checkSolvable(task *pddl.Task, goal *pddl.Formula) error {
 		}
 		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "%s", msg)
 	}
-	h, err := heuristic.New("max", task)
-	if err != nil {
-		return fmt.Errorf("solvability check: %w", err)
+	if name := h.Name(); strings.HasPrefix(name, "goalcount") || strings.HasPrefix(name, "blind") {
+		hmax, err := heuristic.New("max", task)
+		if err != nil {
+			return fmt.Errorf("solvability check: %w", err)
+		}
+		h = hmax
 	}
 	if _, dead := h.Eval(task.Init); dead {
 		return errorf(http.StatusUnprocessableEntity, CodeUnsolvable, "the task is unsolvable: the goal is unreachable from the initial state even ignoring delete effects (%s)", task.ExplainGoal(task.Init))

@@ -65,7 +65,7 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 	opts := planner.Options{
 		Budgets: planner.Budgets{Time: job.budget, Simulations: req.Simulations, EvaluatedTokens: req.MaxEvaluatedTokens,
 			GeneratedTokens: req.MaxTokens, MaxActions: req.MaxActions},
-		Heuristic: req.Heuristic, End: end, Think: req.Think, Index: idx,
+		Heuristic: req.Heuristic, Evaluator: job.heur, End: end, Think: req.Think, Index: idx,
 	}
 	if sp := req.Sampling; sp != nil {
 		opts.Sampling = decoder.Sampling{Temperature: sp.Temperature, TopK: sp.TopK, TopP: sp.TopP}
