@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	ollamamodel "github.com/ollama/ollama/types/model"
 )
 
 // ErrNotGGUF is returned for model files that do not start with the GGUF
@@ -41,19 +43,12 @@ func DefaultStore() Store {
 	return Store{Root: filepath.Join(home, ".ollama", "models")}
 }
 
-// Ollama names: [host/][namespace/]model[:tag], each part a plain name (no
-// path separators, no "..").
-var (
-	namePart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	tagPart  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
-	digestRe = regexp.MustCompile(`^sha256[:-]([0-9a-f]{64})$`)
-)
-
 const (
 	defaultHost      = "registry.ollama.ai"
 	defaultNamespace = "library"
-	defaultTag       = "latest"
 )
+
+var digestRe = regexp.MustCompile(`^sha256[:-]([0-9a-f]{64})$`)
 
 // ModelName is a parsed Ollama model name.
 type ModelName struct {
@@ -61,35 +56,21 @@ type ModelName struct {
 }
 
 // ParseModelName parses an Ollama model name ("qwen3:4b", "user/model",
-// "host/namespace/model:tag"), filling Ollama's defaults. Names that could
-// reach outside the store (empty parts, "..", separators, absolute paths)
-// are rejected.
+// "host/namespace/model:tag") with Ollama's own parser
+// (github.com/ollama/ollama/types/model), filling its defaults (host
+// registry.ollama.ai, namespace library, tag latest). A name that is not
+// fully qualified once filled is rejected: its parts hold letters, digits,
+// '_', '-' and '.' (':' in a host's port) and start with a letter, digit
+// or '_', so no part can reach outside the store.
 func ParseModelName(name string) (ModelName, error) {
-	n := ModelName{Host: defaultHost, Namespace: defaultNamespace, Tag: defaultTag}
-	base := name
-	if i := strings.LastIndexByte(name, ':'); i >= 0 && i > strings.LastIndexByte(name, '/') {
-		base, n.Tag = name[:i], name[i+1:]
+	if strings.Count(name, "/") > 2 || strings.Contains(name, "://") {
+		return ModelName{}, fmt.Errorf("invalid model name %q: want [host/][namespace/]model[:tag]", name)
 	}
-	parts := strings.Split(base, "/")
-	switch len(parts) {
-	case 1:
-		n.Model = parts[0]
-	case 2:
-		n.Namespace, n.Model = parts[0], parts[1]
-	case 3:
-		n.Host, n.Namespace, n.Model = parts[0], parts[1], parts[2]
-	default:
-		return n, fmt.Errorf("invalid model name %q: want [host/][namespace/]model[:tag]", name)
+	n := ollamamodel.ParseName(name)
+	if !n.IsFullyQualified() {
+		return ModelName{}, fmt.Errorf("invalid model name %q: want [host/][namespace/]model[:tag] with parts of letters, digits, '_', '-' and '.'", name)
 	}
-	for _, p := range []string{n.Host, n.Namespace, n.Model} {
-		if !namePart.MatchString(p) || strings.Contains(p, "..") {
-			return n, fmt.Errorf("invalid model name %q: bad part %q", name, p)
-		}
-	}
-	if !tagPart.MatchString(n.Tag) || strings.Contains(n.Tag, "..") {
-		return n, fmt.Errorf("invalid model name %q: bad tag %q", name, n.Tag)
-	}
-	return n, nil
+	return ModelName{Host: n.Host, Namespace: n.Namespace, Model: n.Model, Tag: n.Tag}, nil
 }
 
 // String gives the short form Ollama shows: "model:tag" for the library,
