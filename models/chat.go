@@ -1,8 +1,13 @@
 package models
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ollama/ollama/api"
+	ollamatemplate "github.com/ollama/ollama/template"
 )
 
 // Chat families RenderChat knows.
@@ -38,12 +43,52 @@ func chatFamily(template string, t *textTokenizer) string {
 	return ""
 }
 
-// chatRenderer writes chats in one family's format.
+// chatRenderer writes chats in one family's format, or with an Ollama
+// template.
 type chatRenderer struct {
 	family   string
 	thinking bool // the template has Qwen 3's enable_thinking switch
 	vision   bool
 	bos, eos string // literal spellings for the formats that write them
+	// ollama renders chats when set: an Ollama store model's template
+	// layer, or Ollama's named template closest to a GGUF template of no
+	// family above.
+	ollama *ollamatemplate.Template
+}
+
+// newChatRenderer chooses how a model's chats are rendered: with goTemplate
+// (Ollama's syntax, from a store model's template layer) when given; else
+// by the family of the GGUF's Jinja template (the four families above,
+// whose renderings are checked against their Jinja templates); else with
+// the Ollama template whose text is closest to the Jinja template
+// (Ollama's own matching, template.Named). A model that matches none is an
+// error: a plain transcript would silently mislead it.
+func newChatRenderer(jinja, goTemplate string, tok *textTokenizer, vision bool) (chatRenderer, error) {
+	r := chatRenderer{family: chatFamily(jinja, tok), thinking: strings.Contains(jinja, "enable_thinking"), vision: vision}
+	if goTemplate != "" {
+		t, err := ollamatemplate.Parse(goTemplate)
+		if err != nil {
+			return r, fmt.Errorf("the chat template layer does not parse: %w", err)
+		}
+		r.ollama = t
+		return r, nil
+	}
+	if r.family != "" {
+		return r, nil
+	}
+	if jinja == "" {
+		return r, errors.New("the model has no chat template and its vocabulary is none of the chat families nesy knows (ChatML/Qwen, Llama 3, Gemma 3, Llama 2)")
+	}
+	named, err := ollamatemplate.Named(jinja)
+	if err != nil {
+		return r, fmt.Errorf("the model's chat template is none of the families nesy knows (ChatML/Qwen, Llama 3, Gemma 3, Llama 2) nor close to one of Ollama's named templates: %w", err)
+	}
+	t, err := ollamatemplate.Parse(string(named.Bytes))
+	if err != nil {
+		return r, fmt.Errorf("Ollama's %s template: %w", named.Name, err)
+	}
+	r.ollama = t
+	return r, nil
 }
 
 // render implements LM.RenderChat. The formats follow the families' own
@@ -53,6 +98,23 @@ type chatRenderer struct {
 func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) {
 	var sb strings.Builder
 	img := 0
+	if r.ollama != nil {
+		ms := make([]api.Message, len(msgs))
+		for i, m := range msgs {
+			c := m.Content
+			if r.vision {
+				for range m.Images {
+					c = "[img-" + strconv.Itoa(img) + "]" + c
+					img++
+				}
+			}
+			ms[i] = api.Message{Role: m.Role, Content: c}
+		}
+		if err := r.ollama.Execute(&sb, ollamatemplate.Values{Messages: ms, Think: opts.Think, IsThinkSet: true}); err != nil {
+			return "", fmt.Errorf("models: rendering the chat: %w", err)
+		}
+		return sb.String(), nil
+	}
 	content := func(m Message) string {
 		if !r.vision || len(m.Images) == 0 {
 			return m.Content
@@ -124,11 +186,7 @@ func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) 
 			}
 		}
 	default:
-		// No known template: a plain transcript.
-		for _, m := range msgs {
-			sb.WriteString(m.Role + ": " + content(m) + "\n")
-		}
-		sb.WriteString("assistant:")
+		return "", errors.New("models: the model has no chat template nesy can render")
 	}
 	return sb.String(), nil
 }

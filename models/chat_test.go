@@ -105,3 +105,47 @@ func TestChatFamily(t *testing.T) {
 		})
 	}
 }
+
+// zephyrJinja is the Zephyr chat template as Hugging Face models carry it
+// (one of the texts Ollama's template index matches): no family nesy
+// renders by hand.
+const zephyrJinja = "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}"
+
+// TestChatRendererChoice: a store model's template layer (Ollama's Go
+// syntax) wins; a GGUF template of no known family is rendered with the
+// closest of Ollama's named templates; a model that matches nothing is an
+// error, not a silent "role: content" transcript.
+func TestChatRendererChoice(t *testing.T) {
+	tok := &textTokenizer{added: map[string]addedToken{}}
+	msgs := []Message{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello"}, {Role: "user", Content: "Plan"}}
+	cases := []struct {
+		name, jinja, layer string
+		want               string // "" means an error
+	}{
+		{"template layer", "", "{{ range .Messages }}<{{ .Role }}>{{ .Content }}{{ end }}<assistant>", "<user>Hi<assistant>Hello<user>Plan<assistant>"},
+		{"layer over a known family", "<|im_start|>", "{{ range .Messages }}[{{ .Content }}]{{ end }}", "[Hi][Hello][Plan]"},
+		{"Ollama's named template", zephyrJinja, "", "<|user|>\nHi</s>\n<|assistant|>\nHello</s>\n<|user|>\nPlan</s>\n<|assistant|>\n"},
+		{"no template", "", "", ""},
+		{"unknown template", strings.Repeat("{% weird %}", 40), "", ""},
+		{"bad layer", "", "{{ range }", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := newChatRenderer(c.jinja, c.layer, tok, false)
+			if c.want == "" {
+				if err == nil {
+					got, rerr := r.render(msgs, ChatOptions{})
+					t.Fatalf("no error (renders %q, %v)", got, rerr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.render(msgs, ChatOptions{})
+			if err != nil || got != c.want {
+				t.Fatalf("got %q, %v; want %q", got, err, c.want)
+			}
+		})
+	}
+}

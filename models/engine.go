@@ -99,9 +99,13 @@ type seqState struct {
 // weights, reserves the worst-case compute graph, runs a warm-up pass and
 // starts the engine goroutine. ctx bounds the loading only.
 func Load(ctx context.Context, name string, opts Options) (e *Engine, err error) {
-	path, err := Resolve(name)
+	sm, err := DefaultStore().ResolveModel(name)
 	if err != nil {
 		return nil, err
+	}
+	path := sm.Path
+	if opts.ChatTemplate == "" {
+		opts.ChatTemplate = sm.Template
 	}
 	meta, err := readMeta(path)
 	if err != nil {
@@ -185,10 +189,8 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		done:  make(chan struct{}),
 		seqs:  make([]seqState, o.Sequences),
 	}
-	e.chat = chatRenderer{
-		family:   chatFamily(template, tok),
-		thinking: strings.Contains(template, "enable_thinking"),
-		vision:   vision,
+	if e.chat, err = newChatRenderer(template, opts.ChatTemplate, tok, vision); err != nil {
+		return nil, fmt.Errorf("models: %s: %w", name, err)
 	}
 	if tok.vocab.BOS >= 0 {
 		e.chat.bos = string(tok.vocab.Text[tok.vocab.BOS])

@@ -12,6 +12,11 @@ import (
 // Options configure Load. The zero value of every field is a usable
 // default.
 type Options struct {
+	// ChatTemplate is a chat template in Ollama's Go template syntax (an
+	// Ollama store model's template layer) that RenderChat uses instead of
+	// the GGUF's own. "" means the GGUF's (a model named from the Ollama
+	// store gets its template layer by itself).
+	ChatTemplate string
 	// Threads is the number of CPU threads ggml uses; 0 means
 	// runtime.NumCPU(). ggml's threads spin at barriers, so on a machine
 	// other processes load, fewer threads are faster; tests with the tiny

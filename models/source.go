@@ -97,6 +97,9 @@ type manifest struct {
 const (
 	mediaModel     = "application/vnd.ollama.image.model"
 	mediaProjector = "application/vnd.ollama.image.projector"
+	mediaTemplate  = "application/vnd.ollama.image.template"
+	// maxTemplate bounds a template layer read into memory.
+	maxTemplate = 1 << 20
 )
 
 // StoreModel is a model in an Ollama store.
@@ -110,6 +113,10 @@ type StoreModel struct {
 	// models); Ollama's Go engine reads vision weights from the model blob
 	// itself and cannot use it.
 	Projector string
+	// Template is the manifest's chat template layer (a Go template in
+	// Ollama's syntax), "" when it has none: Load renders chats with it,
+	// as Ollama does (Options.ChatTemplate).
+	Template string
 }
 
 // resolve reads the manifest of a parsed name.
@@ -151,6 +158,19 @@ func (s Store) resolve(n ModelName) (StoreModel, error) {
 				return StoreModel{}, err
 			}
 			out.Projector = p
+		case mediaTemplate:
+			p, err := blob(l.Digest)
+			if err != nil {
+				return StoreModel{}, err
+			}
+			if l.Size > maxTemplate {
+				return StoreModel{}, fmt.Errorf("model %q: template layer of %d bytes", n.String(), l.Size)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return StoreModel{}, fmt.Errorf("model %q: template layer: %w", n.String(), err)
+			}
+			out.Template = string(b)
 		}
 	}
 	if out.Path == "" {
@@ -232,27 +252,41 @@ func Resolve(name string) (string, error) {
 
 // ResolvePath is Resolve against this store.
 func (s Store) ResolvePath(name string) (string, error) {
+	m, err := s.ResolveModel(name)
+	return m.Path, err
+}
+
+// ResolveModel is ResolvePath with the store's record of the model (its
+// chat template layer); a file path gives a StoreModel with only Path.
+func (s Store) ResolveModel(name string) (StoreModel, error) {
+	path, m, err := s.resolveModel(name)
+	m.Path = path
+	return m, err
+}
+
+func (s Store) resolveModel(name string) (string, StoreModel, error) {
+	var sm StoreModel
 	if name == "" {
-		return "", errors.New("models: no model given (a .gguf path or an Ollama model name)")
+		return "", sm, errors.New("models: no model given (a .gguf path or an Ollama model name)")
 	}
 	path := ""
 	if st, err := os.Stat(name); err == nil && !st.IsDir() {
 		path = name
 	} else if err == nil && st.IsDir() {
-		return "", fmt.Errorf("models: %s is a directory, not a GGUF file", name)
+		return "", sm, fmt.Errorf("models: %s is a directory, not a GGUF file", name)
 	} else if looksLikePath(name) {
-		return "", fmt.Errorf("models: model file %s: %w", name, ErrModelNotFound)
+		return "", sm, fmt.Errorf("models: model file %s: %w", name, ErrModelNotFound)
 	} else {
 		m, err := s.Lookup(name)
 		if err != nil {
-			return "", fmt.Errorf("models: %w", err)
+			return "", sm, fmt.Errorf("models: %w", err)
 		}
-		path = m.Path
+		path, sm = m.Path, m
 	}
 	if err := CheckGGUF(path); err != nil {
-		return "", fmt.Errorf("models: %w", err)
+		return "", sm, fmt.Errorf("models: %w", err)
 	}
-	return path, nil
+	return path, sm, nil
 }
 
 // CheckGGUF checks that path is a readable file starting with the GGUF

@@ -74,23 +74,31 @@ func fakeStore(t *testing.T, names ...string) (Store, string) {
 	if err := os.WriteFile(blob, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tsum := sha256.Sum256([]byte(fakeTemplate))
+	tdigest := hex.EncodeToString(tsum[:])
+	if err := os.WriteFile(filepath.Join(root, "blobs", "sha256-"+tdigest), []byte(fakeTemplate), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range names {
 		n, err := ParseModelName(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeManifest(t, root, n, "sha256:"+digest, int64(len(data)))
+		writeManifest(t, root, n, "sha256:"+digest, int64(len(data)), "sha256:"+tdigest)
 	}
 	return Store{Root: root}, blob
 }
 
-func writeManifest(t *testing.T, root string, n ModelName, digest string, size int64) {
+// fakeTemplate is the fake store's chat template layer.
+const fakeTemplate = "{{ range .Messages }}<{{ .Role }}>{{ .Content }}{{ end }}<assistant>"
+
+func writeManifest(t *testing.T, root string, n ModelName, digest string, size int64, template string) {
 	t.Helper()
 	m := map[string]any{
 		"schemaVersion": 2,
 		"layers": []map[string]any{
-			{"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + strings.Repeat("0", 64), "size": 10},
 			{"mediaType": mediaModel, "digest": digest, "size": size},
+			{"mediaType": "application/vnd.ollama.image.template", "digest": template, "size": len(fakeTemplate)},
 		},
 	}
 	data, _ := json.Marshal(m)
@@ -111,8 +119,8 @@ func TestStoreLookupAndList(t *testing.T) {
 			t.Errorf("Lookup(%q): %v", name, err)
 			continue
 		}
-		if m.Path != blob {
-			t.Errorf("Lookup(%q).Path = %s, want %s", name, m.Path, blob)
+		if m.Path != blob || m.Template != fakeTemplate {
+			t.Errorf("Lookup(%q) = path %s template %q, want %s and the template layer", name, m.Path, m.Template, blob)
 		}
 	}
 	if _, err := s.Lookup("absent:1b"); !errors.Is(err, ErrModelNotFound) {
@@ -141,7 +149,7 @@ func TestStoreLookupAndList(t *testing.T) {
 func TestStoreRejectsBadDigest(t *testing.T) {
 	s, _ := fakeStore(t)
 	n, _ := ParseModelName("evil")
-	writeManifest(t, s.Root, n, "sha256:../../../../etc/passwd", 1)
+	writeManifest(t, s.Root, n, "sha256:../../../../etc/passwd", 1, "sha256:"+strings.Repeat("0", 64))
 	if _, err := s.Lookup("evil"); err == nil || !strings.Contains(err.Error(), "bad digest") {
 		t.Errorf("Lookup with a traversing digest: %v", err)
 	}
@@ -197,6 +205,10 @@ func TestResolve(t *testing.T) {
 	defer e.Close()
 	if e.Info().Path != blob || e.Info().Name != "tiny" || e.Info().Arch != "llama" {
 		t.Errorf("Info = %+v", e.Info())
+	}
+	// A store model renders chats with its template layer, as Ollama does.
+	if got, err := e.RenderChat([]Message{{Role: "user", Content: "Hi"}}, ChatOptions{}); err != nil || got != "<user>Hi<assistant>" {
+		t.Errorf("RenderChat = %q, %v; want the template layer's rendering", got, err)
 	}
 }
 

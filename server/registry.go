@@ -243,7 +243,15 @@ func (r *registry) acquire(ctx context.Context, name string) (*modelEntry, func(
 func (r *registry) load(e *modelEntry) {
 	defer r.wg.Done()
 	start := time.Now()
-	eng, err := models.Load(context.Background(), e.path, r.opts)
+	opts := r.opts
+	if r.store.Root != "" {
+		// A store model renders chats with its template layer, as Ollama
+		// does (the engine is loaded by blob path, which carries none).
+		if sm, err := r.store.Lookup(e.name); err == nil && sm.Path == e.path {
+			opts.ChatTemplate = sm.Template
+		}
+	}
+	eng, err := models.Load(context.Background(), e.path, opts)
 	r.mu.Lock()
 	e.loadDur = time.Since(start)
 	if err != nil {
