@@ -57,6 +57,28 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 		"PlanEvent":    PlanEvent{},
 		"ModelInfo":    modelInfo{},
 		"Health":       healthResponse{},
+		// The OpenAI-compatible routes (openai.go).
+		"ModelList":             modelsResponse{},
+		"OpenAIModel":           openAIModel{},
+		"PDDLConstraint":        PDDLConstraint{},
+		"ChatMessage":           ChatMessage{},
+		"StreamOptions":         StreamOptions{},
+		"ChatCompletionRequest": ChatCompletionRequest{},
+		"CompletionRequest":     CompletionRequest{},
+		"Usage":                 Usage{},
+		"TopLogprob":            TopLogprob{},
+		"TokenLogprob":          TokenLogprob{},
+		"ChatLogprobs":          ChatLogprobs{},
+		"TextLogprobs":          TextLogprobs{},
+		"ChatChoice":            ChatChoice{},
+		"ChatCompletion":        ChatCompletion{},
+		"ChatDelta":             ChatDelta{},
+		"ChatChunkChoice":       ChatChunkChoice{},
+		"ChatCompletionChunk":   ChatCompletionChunk{},
+		"TextChoice":            TextChoice{},
+		"TextCompletion":        TextCompletion{},
+		"OpenAIError":           OpenAIError{},
+		"OpenAIErrorBody":       OpenAIErrorBody{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]
