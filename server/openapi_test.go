@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nesy-dev/nesy/mcts"
 )
 
 // jsonFields returns the JSON names of a struct type's fields.
@@ -57,6 +59,8 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 		"PlanEvent":    PlanEvent{},
 		"ModelInfo":    modelInfo{},
 		"Health":       healthResponse{},
+		"TreeNode":     mcts.TreeNode{},
+		"TreeDelta":    mcts.TreeDelta{},
 		// The OpenAI-compatible routes (openai.go).
 		"ModelList":             modelsResponse{},
 		"OpenAIModel":           openAIModel{},
