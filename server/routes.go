@@ -29,6 +29,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/models", s.handleModels)
 	handle("POST /v1/chat/completions", s.handleChatCompletions)
 	handle("POST /v1/completions", s.handleCompletions)
+	s.registerUI(handle)
 	handle("GET /healthz", s.handleHealth)
 	handle("GET /metrics", s.promHandler().ServeHTTP)
 	handle("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +126,7 @@ func (s *Server) instrument(mux *http.ServeMux, h http.HandlerFunc) http.Handler
 				s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", code, "seconds", d.Seconds())
 			}
 		}()
-		if s.opts.Token != "" && route != "/healthz" && !s.authorized(r) {
+		if s.opts.Token != "" && route != "/healthz" && !isPublicRoute(route) && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="nesy"`)
 			writeErrorFor(r, sw, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
 			return
