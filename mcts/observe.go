@@ -65,7 +65,18 @@ func (s *searcher) nextID() int32 {
 	return s.ids
 }
 
-var kindNames = [...]string{open: "open", goal: "goal", terminal: "terminal", dead: "dead"}
+// String names a kind as TreeNode.Kind does.
+func (k kind) String() string {
+	switch k {
+	case goal:
+		return "goal"
+	case terminal:
+		return "terminal"
+	case dead:
+		return "dead"
+	}
+	return "open"
+}
 
 // rawValue is a node's value before normalisation (see q), finite: 0
 // stands for none.
@@ -131,7 +142,7 @@ func (s *searcher) observe(final bool) {
 		if n.reported != r {
 			n.reported = r
 			tn := TreeNode{ID: int(n.id), Parent: -1, Text: s.edgeText(n), Visits: n.n, Value: v, Prior: n.prior,
-				Actions: n.cur.Len(), Kind: kindNames[n.kind], Exhausted: n.exhausted}
+				Actions: n.cur.Len(), Kind: n.kind.String(), Exhausted: n.exhausted}
 			if n.parent != nil {
 				tn.Parent = int(n.parent.id)
 			}
