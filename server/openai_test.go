@@ -385,3 +385,47 @@ func TestMessageContent(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAIFieldForms pins how the loosely typed OpenAI fields are read.
+func TestOpenAIFieldForms(t *testing.T) {
+	lists := []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{`"x"`, []string{"x"}, false},
+		{`["a","b"]`, []string{"a", "b"}, false},
+		{`[]`, []string{}, false},
+		{`[1,2]`, nil, true},
+	}
+	for _, tt := range lists {
+		var l StringList
+		err := json.Unmarshal([]byte(tt.in), &l)
+		if (err != nil) != tt.wantErr || !tt.wantErr && !slices.Equal([]string(l), tt.want) {
+			t.Errorf("StringList %s: %q, %v", tt.in, l, err)
+		}
+	}
+	formats := []struct {
+		in   string
+		want bool
+	}{
+		{``, false}, {`null`, false}, {`{"type":"text"}`, false}, {`{"type":"json_object"}`, true},
+		{`{"type":"json_schema","json_schema":{}}`, true}, {`"bad"`, true},
+	}
+	for _, tt := range formats {
+		if got := isStructuredFormat(json.RawMessage(tt.in)); got != tt.want {
+			t.Errorf("isStructuredFormat(%s) = %v", tt.in, got)
+		}
+	}
+	for in, want := range map[string]bool{``: false, `null`: false, `{}`: false, ` {} `: false, `{"1": 5}`: true} {
+		if got := hasLogitBias(json.RawMessage(in)); got != want {
+			t.Errorf("hasLogitBias(%q) = %v", in, got)
+		}
+	}
+	for stop, want := range map[string]string{"goal": "stop", "end_token": "stop", "dead_end": "stop", "time": "length",
+		"simulations": "length", "max_tokens": "length", "max_actions": "length", "tokens": "length"} {
+		if got := planFinishReason(stop); got != want {
+			t.Errorf("planFinishReason(%q) = %q, want %q", stop, got, want)
+		}
+	}
+}
