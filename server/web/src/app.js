@@ -386,9 +386,11 @@ function request() {
     req.sampling = { seed };
   }
   if (src.startsWith('env:')) {
-    const [, env, task] = src.split(':');
-    req.env = env;
-    req.task = task;
+    // env:<name>:<task id> (a task id may hold colons).
+    const rest = src.slice(4);
+    const i = rest.indexOf(':');
+    req.env = rest.slice(0, i);
+    req.task = rest.slice(i + 1);
   } else {
     req.domain = $('domain').value;
     req.problem = $('problem').value;
