@@ -8,7 +8,7 @@ export CGO_CXXFLAGS := -O3 -march=$(NESY_MARCH)
 
 GO ?= go
 
-.PHONY: build test demo
+.PHONY: build test demo ui ui-test
 
 build:
 	$(GO) build -o bin/nesy ./cmd/nesy
@@ -34,3 +34,15 @@ demo: build
 	./bin/nesy mkmodel --arch qwen3 --seed 1 --out bin/demo-qwen3.gguf $(if $(DEMO_TOKENIZER),--tokenizer $(DEMO_TOKENIZER))
 	./bin/nesy plan --domain examples/blocks/domain.pddl --problem examples/blocks/problem.pddl \
 		--model bin/demo-qwen3.gguf --method cmcts --seconds 60 --json
+
+# The live search view's script (server/web/dist/app.js, committed and
+# embedded in the binary with go:embed): rebuild it after editing
+# server/web/src (esbuild bundles d3-hierarchy; versions pinned in
+# server/web/package-lock.json).
+ui:
+	cd server/web && npm ci --no-audit --no-fund && npm run build
+
+# The browser test of /ui: headless Chromium (Debian's chromium package)
+# driven by playwright-core; see scripts/ui-test.sh.
+ui-test:
+	scripts/ui-test.sh

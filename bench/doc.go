@@ -24,8 +24,9 @@
 //
 // Then WriteReport writes summary.json (Summary), report.md (a table in the
 // layout of the paper's Table 2, method x environment, per-type success,
-// failure stages, cost) and the plots success.svg and tokens.svg. Runs can
-// be split with Shard (i/n) across machines; WriteTable combines several
+// failure stages, cost), its HTML twin report.html (plots inline) and the
+// plots success.svg and tokens.svg. Runs can be split with Shard (i/n)
+// across machines; WriteTable combines several
 // run folders into one Table 2 with a success-per-method plot; Compare
 // tests two runs against each other (McNemar's exact test, task-cluster
 // bootstrap interval).

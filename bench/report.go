@@ -197,7 +197,7 @@ func Table(runs []*Summary) string {
 }
 
 // WriteTable writes a report over several run folders to dir: report.md
-// with the Table 2 layout and each run's cost, and success.svg (success per
+// (and report.html, plots inline) with the Table 2 layout and each run's cost, and success.svg (success per
 // method, grouped by environment). It returns the summaries read.
 func WriteTable(dir string, runs []string) ([]*Summary, error) {
 	var sums []*Summary
@@ -224,7 +224,7 @@ func WriteTable(dir string, runs []string) ([]*Summary, error) {
 		}
 		b.WriteString("\n![success per method](" + SuccessPlot + ")\n")
 	}
-	return sums, writeFileAtomic(filepath.Join(dir, ReportFile), []byte(b.String()))
+	return sums, writeReportFiles(dir, "nesy bench: success", b.String())
 }
 
 // writeTablePlot draws success per method, grouped by environment.

@@ -400,6 +400,15 @@ func TestWriteReport(t *testing.T) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
 	}
+	page, _ := os.ReadFile(filepath.Join(dirs[0], ReportHTMLFile))
+	for _, want := range []string{"<table>", "<td>cmcts (two-phase)</td>", `<img src="data:image/svg+xml;base64,`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(string(page), `src="success.svg"`) {
+		t.Error("report.html links its plot instead of holding it")
+	}
 	checkSVG(t, filepath.Join(dirs[0], SuccessPlot), "success by task type", "heat (2)")
 	checkSVG(t, filepath.Join(dirs[0], TokensPlot), "tokens per task", "generated tokens")
 
@@ -418,6 +427,9 @@ func TestWriteReport(t *testing.T) {
 		t.Error("rows are not in method order")
 	}
 	checkSVG(t, filepath.Join(out, SuccessPlot), "success per method", "VirtualHome")
+	if page, err := os.ReadFile(filepath.Join(out, ReportHTMLFile)); err != nil || !strings.Contains(string(page), "data:image/svg+xml;base64,") {
+		t.Errorf("combined report.html: %v", err)
+	}
 	report2, _ := os.ReadFile(filepath.Join(dirs[1], ReportFile))
 	for _, want := range []string{"`2_1`: boom", "1 of the tasks cannot be solved", "| unsolvable task | 1 | 33.3% |"} {
 		if !strings.Contains(string(report2), want) {

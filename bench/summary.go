@@ -175,7 +175,8 @@ func ReadRun(dir string) (RunInfo, []Record, error) {
 	return info, recs, err
 }
 
-// WriteReport (re)writes a run folder's summary.json, report.md and plots
+// WriteReport (re)writes a run folder's summary.json, report.md (and its
+// HTML twin report.html, plots inline) and plots
 // from its run.json and tasks.jsonl, and returns the summary.
 func WriteReport(dir string) (*Summary, error) {
 	info, recs, err := ReadRun(dir)
@@ -194,7 +195,8 @@ func WriteReport(dir string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ReportFile), []byte(runReport(s, recs, plots))); err != nil {
+	title := fmt.Sprintf("nesy bench: %s on %s (%s)", s.Method, envTitle(s.Env), s.Mode)
+	if err := writeReportFiles(dir, title, runReport(s, recs, plots)); err != nil {
 		return nil, err
 	}
 	return s, nil

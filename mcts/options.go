@@ -166,7 +166,21 @@ type Options struct {
 	// each node's children). The same seed, batch size and model give the
 	// same search.
 	Seed uint64
+
+	// OnTree, when set, receives the tree as it grows (for a live view):
+	// the visited nodes that are new or changed since the last call, and
+	// the best plan so far. It is called on the search's goroutine after the
+	// root is expanded, between batches at most every TreeEvery, and once
+	// more with Final set when the search ends; copy what it keeps. nil (the
+	// default) costs nothing.
+	OnTree func(TreeDelta)
+	// TreeEvery is the least time between OnTree calls; 0 means
+	// DefaultTreeEvery.
+	TreeEvery time.Duration
 }
+
+// DefaultTreeEvery is how often OnTree is called by default.
+const DefaultTreeEvery = 250 * time.Millisecond
 
 // withDefaults fills the zero fields and checks the rest.
 func (o Options) withDefaults() (Options, error) {
@@ -211,6 +225,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Time == 0 && o.Simulations == 0 && o.Tokens == 0 {
 		o.Time = DefaultTime
+	}
+	if o.TreeEvery <= 0 {
+		o.TreeEvery = DefaultTreeEvery
 	}
 	switch {
 	case o.Width < 0:

@@ -130,9 +130,12 @@ type searcher struct {
 	bestOpen  *node  // best-valued boundary node without the goal
 	bestValue float64
 	start     time.Time
-	leaves    int // leaves evaluated in model calls (for occupancy)
-	calls     int // model calls for leaves
-	stats     Stats
+	// ids numbers nodes for OnTree; lastTree is when it was last called.
+	ids      int32
+	lastTree time.Time
+	leaves   int // leaves evaluated in model calls (for occupancy)
+	calls    int // model calls for leaves
+	stats    Stats
 }
 
 // Search runs the tree search for the task of sp on the model lm, after the
@@ -192,6 +195,9 @@ func searchTree(ctx context.Context, lm models.LM, sp *constraint.Space, prompt 
 	}
 	defer s.releaseAll()
 	stop, err := s.run(prompt)
+	if s.opts.OnTree != nil && s.root != nil {
+		s.observe(true)
+	}
 	if hook != nil {
 		hook(s)
 	}
@@ -243,6 +249,9 @@ func (s *searcher) run(prompt []int32) (string, error) {
 		s.exhaust(s.root)
 	}
 	for {
+		if s.opts.OnTree != nil && time.Since(s.lastTree) >= s.opts.TreeEvery {
+			s.observe(false)
+		}
 		if r, done := s.stopReason(); done {
 			if r == StopCanceled {
 				return r, s.ctx.Err()
@@ -398,7 +407,11 @@ func (s *searcher) widen(n *node) bool {
 func (s *searcher) terminal(n *node) {
 	switch n.kind {
 	case goal:
+		before := s.solution
 		s.found(n.cur, pathTokens(n))
+		if s.solution != before {
+			s.solution.at = n
+		}
 	case terminal:
 		if v, ok := s.planValue(n.cur); ok && v > s.bestValue {
 			s.bestOpen, s.bestValue = n, v
@@ -410,6 +423,7 @@ func (s *searcher) terminal(n *node) {
 type found struct {
 	cur  constraint.Cursor
 	toks []int32
+	at   *node // the tree node it ends at (nil for a rollout's plan)
 }
 
 // found records a plan reaching the goal if it is the first or shorter.
@@ -510,7 +524,7 @@ func (s *searcher) topTokens(logits []float32) []cand {
 // newChild creates the child of p by token c (followed by its forced
 // chain) and classifies it.
 func (s *searcher) newChild(p *node, c cand) *node {
-	ch := &node{parent: p, prior: c.prior, best: math.Inf(-1), rollout: math.Inf(-1), toks: []int32{c.id}}
+	ch := &node{parent: p, prior: c.prior, best: math.Inf(-1), rollout: math.Inf(-1), toks: []int32{c.id}, id: s.nextID()}
 	ch.depth = p.depth + 1
 	ch.boundary = p.boundary
 	step := freeOpen

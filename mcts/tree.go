@@ -76,6 +76,11 @@ type node struct {
 	hasSeq bool
 	used   int64 // last use, for least-recently-used eviction
 	slot   int   // index in searcher.holders
+
+	// For Options.OnTree: the node's number (creation order, the root 0)
+	// and what was last reported of it (see observe.go).
+	id       int32
+	reported report
 }
 
 // cand is an allowed next token with its prior.

@@ -72,7 +72,7 @@ type Options struct {
 	// take this package's defaults (DefaultWidth, DefaultC, DefaultBase,
 	// ...); a negative Base means a constant c. Its budget, seed,
 	// heuristic and method fields are set from Budgets, Seed, Heuristic and
-	// the method.
+	// the method; its OnTree (a live view of the tree) passes through.
 	Search mcts.Options
 	// Heuristic values search leaves, in package heuristic's syntax ("ff",
 	// "lmcut", "mix(0.5*ff+0.5*lmcut)", ...); "" means DefaultHeuristic.

@@ -24,6 +24,9 @@ type genOptions struct {
 	seed        uint64
 	numPredict  int
 	stop        []string
+	// onToken, when set, sees every generated token (not the end token)
+	// with the logits it was drawn from (OpenAI's logprobs).
+	onToken func(tok int32, logits []float32)
 }
 
 // genResult is the outcome of plain generation.
@@ -82,6 +85,9 @@ func generate(ctx context.Context, lm models.LM, prompt []int32, images [][]byte
 			break
 		}
 		res.tokens = append(res.tokens, tok)
+		if o.onToken != nil {
+			o.onToken(tok, logits)
+		}
 		if int(tok) < len(vocab.Text) && !vocab.Special[tok] {
 			pending = append(pending, vocab.Text[tok]...)
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nesy-dev/nesy/mcts"
 )
 
 // jsonFields returns the JSON names of a struct type's fields.
@@ -57,6 +59,30 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 		"PlanEvent":    PlanEvent{},
 		"ModelInfo":    modelInfo{},
 		"Health":       healthResponse{},
+		"TreeNode":     mcts.TreeNode{},
+		"TreeDelta":    mcts.TreeDelta{},
+		// The OpenAI-compatible routes (openai.go).
+		"ModelList":             modelsResponse{},
+		"OpenAIModel":           openAIModel{},
+		"PDDLConstraint":        PDDLConstraint{},
+		"ChatMessage":           ChatMessage{},
+		"StreamOptions":         StreamOptions{},
+		"ChatCompletionRequest": ChatCompletionRequest{},
+		"CompletionRequest":     CompletionRequest{},
+		"Usage":                 Usage{},
+		"TopLogprob":            TopLogprob{},
+		"TokenLogprob":          TokenLogprob{},
+		"ChatLogprobs":          ChatLogprobs{},
+		"TextLogprobs":          TextLogprobs{},
+		"ChatChoice":            ChatChoice{},
+		"ChatCompletion":        ChatCompletion{},
+		"ChatDelta":             ChatDelta{},
+		"ChatChunkChoice":       ChatChunkChoice{},
+		"ChatCompletionChunk":   ChatCompletionChunk{},
+		"TextChoice":            TextChoice{},
+		"TextCompletion":        TextCompletion{},
+		"OpenAIError":           OpenAIError{},
+		"OpenAIErrorBody":       OpenAIErrorBody{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]

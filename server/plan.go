@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nesy-dev/nesy/lexicon"
+	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
 	"github.com/nesy-dev/nesy/planner"
@@ -71,6 +72,9 @@ type PlanRequest struct {
 	Think bool `json:"think,omitempty"`
 	// Trace returns the state after every action.
 	Trace bool `json:"trace,omitempty"`
+	// Tree adds the search tree's changes to a streamed mcts/cmcts
+	// request's "search" events (PlanEvent.Tree), for the live view.
+	Tree bool `json:"tree,omitempty"`
 	// Stream answers with NDJSON events (application/x-ndjson).
 	Stream bool `json:"stream,omitempty"`
 }
@@ -188,6 +192,9 @@ type PlanEvent struct {
 	// search
 	EvaluatedTokens int64 `json:"evaluated_tokens,omitempty"`
 	ModelCalls      int64 `json:"model_calls,omitempty"`
+	// Tree is the search tree's change since the last tree event (with
+	// "tree": true): new or changed visited nodes and the best plan so far.
+	Tree *mcts.TreeDelta `json:"tree,omitempty"`
 
 	Result *PlanResponse `json:"result,omitempty"`
 	Error  *apiError     `json:"error,omitempty"`

@@ -97,6 +97,9 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 		if method.Search() {
 			stop := s.reportProgress(ctx, job, lm)
 			defer stop()
+			if req.Tree {
+				opts.Search.OnTree = treeEvents(job, lm)
+			}
 		}
 	}
 	res, err := planner.Run(ctx, lm, planner.Task{Lexicon: job.lex, Goal: job.goal}, method, opts)

@@ -28,6 +28,9 @@ func (s *Server) routes() http.Handler {
 	handle := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, h) }
 	handle("POST /v1/plan", s.handlePlan)
 	handle("GET /v1/models", s.handleModels)
+	handle("POST /v1/chat/completions", s.handleChatCompletions)
+	handle("POST /v1/completions", s.handleCompletions)
+	s.registerUI(handle)
 	handle("GET /healthz", s.handleHealth)
 	handle("GET /metrics", s.promHandler().ServeHTTP)
 	handle("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -51,11 +54,11 @@ func (s *Server) routes() http.Handler {
 			r2.Method = m
 			if _, p := mux.Handler(r2); p != "" {
 				w.Header().Set("Allow", m)
-				writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethod, "%s %s: method not allowed (use %s)", r.Method, r.URL.Path, m))
+				writeErrorFor(r, w, errorf(http.StatusMethodNotAllowed, CodeMethod, "%s %s: method not allowed (use %s)", r.Method, r.URL.Path, m))
 				return
 			}
 		}
-		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no route %s %s (see /openapi.json)", r.Method, r.URL.Path))
+		writeErrorFor(r, w, errorf(http.StatusNotFound, CodeNotFound, "no route %s %s (see /openapi.json)", r.Method, r.URL.Path))
 	})
 }
 
@@ -110,7 +113,7 @@ func (s *Server) instrument(mux *http.ServeMux, h http.HandlerFunc) http.Handler
 				s.m.panics.Inc()
 				s.log.Error("panic in handler", "route", route, "panic", p, "stack", string(debug.Stack()))
 				if sw.status == 0 {
-					writeError(sw, errorf(http.StatusInternalServerError, CodeInternal, "internal error: %v", p))
+					writeErrorFor(r, sw, errorf(http.StatusInternalServerError, CodeInternal, "internal error: %v", p))
 				}
 			}
 			code := strconv.Itoa(sw.status)
@@ -124,9 +127,9 @@ func (s *Server) instrument(mux *http.ServeMux, h http.HandlerFunc) http.Handler
 				s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", code, "seconds", d.Seconds())
 			}
 		}()
-		if s.opts.Token != "" && route != "/healthz" && !s.authorized(r) {
+		if s.opts.Token != "" && route != "/healthz" && !isPublicRoute(route) && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="nesy"`)
-			writeError(sw, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
+			writeErrorFor(r, sw, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
 			return
 		}
 		bodyDeadline(sw, r, s.opts.BodyTimeout)
@@ -195,9 +198,13 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, h)
 }
 
-// modelsResponse is the body of GET /v1/models.
+// modelsResponse is the body of GET /v1/models: nesy's own list
+// (models) and the same models in OpenAI's list shape (object "list",
+// data), so both nesy's clients and OpenAI's read it.
 type modelsResponse struct {
-	Models []modelInfo `json:"models"`
+	Models []modelInfo   `json:"models"`
+	Object string        `json:"object"`
+	Data   []openAIModel `json:"data"`
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +212,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	if list == nil {
 		list = []modelInfo{}
 	}
-	writeJSON(w, http.StatusOK, modelsResponse{Models: list})
+	writeJSON(w, http.StatusOK, modelsResponse{Models: list, Object: "list", Data: openAIModels(list)})
 }
 
 func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {

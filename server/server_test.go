@@ -59,7 +59,8 @@ func TestRoutes(t *testing.T) {
 				t.Errorf("openapi version %q", doc.OpenAPI)
 			}
 			for _, route := range []string{"POST /v1/plan", "GET /v1/models", "GET /healthz", "GET /metrics", "GET /openapi.json",
-				"GET /api/version", "GET /api/tags", "POST /api/generate", "POST /api/chat"} {
+				"GET /api/version", "GET /api/tags", "POST /api/generate", "POST /api/chat",
+				"POST /v1/chat/completions", "POST /v1/completions"} {
 				m, p, _ := strings.Cut(route, " ")
 				if _, ok := doc.Paths[p][strings.ToLower(m)]; !ok {
 					t.Errorf("openapi.json does not describe %s", route)
