@@ -283,7 +283,10 @@ func initCache(c kvcache.Cache, b ml.Backend, o resolved) (err error) {
 			err = panicError(r)
 		}
 	}()
-	c.Init(b, o.kvType, o.Sequences, o.cacheCaps, o.BatchSize)
+	// The cache gets a backend whose large contexts span several (see
+	// cacheBackend): the recurrent cache's checkpoint contexts outgrow the
+	// graph-node limit with many sequence slots.
+	c.Init(newCacheBackend(b), o.kvType, o.Sequences, o.cacheCaps, o.BatchSize)
 	return nil
 }
 
