@@ -72,6 +72,14 @@ type Engine struct {
 	free  []int       // scratch: the free cells the next pass would take
 	own   []*reqState // scratch: a job's requests being priced
 	costs *costFit    // pass cost model (nil for recurrent caches)
+	// hybrid runs passes over several sequences of a recurrent Qwen3.5
+	// text model (nil otherwise; see hybridForward).
+	hybrid *hybridForward
+	// graph bounds the sequences of one pass of a recurrent model (see
+	// planRecurrent).
+	graph passGraph
+	// maxLen is the most positions any sequence has held (guarded by mu).
+	maxLen int
 }
 
 var _ LM = (*Engine)(nil)
@@ -204,6 +212,10 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	e.stats.CacheCells = (o.cacheCaps*o.Sequences + 255) / 256 * 256 // the cache pads to 256 cells
 	if cc, ok := cache.(kvcache.CheckpointCache); ok {
 		e.checkpoints = cc
+		if mm == nil {
+			e.hybrid = newHybridForward(m)
+		}
+		e.graph = newPassGraph(m.Backend())
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
 	}
