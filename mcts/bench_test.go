@@ -46,3 +46,46 @@ func BenchmarkSimulations(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHybridSimulations is BenchmarkSimulations with a Qwen3.5-style
+// hybrid model (qwen35: 512 wide, 8 layers of which 6 gated delta-net
+// layers with a recurrent state, 1536 FFN, 32,000-token vocabulary, F32,
+// about 60M parameters), whose leaves share passes only since the engine
+// batches several sequences of recurrent models. batch=1 and batch=16 run
+// in turn within one benchmark, so -count pairs them in time:
+//
+//	go test ./mcts -run XXX -bench HybridSimulations -benchtime 3x -count 4
+func BenchmarkHybridSimulations(b *testing.B) {
+	path := modelPath(b, "qwen35-bench", func(testing.TB) gguf.Spec {
+		s := gguf.Default(gguf.ArchQwen35)
+		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.VocabSize, s.Seed = 512, 8, 1536, 8, 2, 32000, 1
+		return s
+	})
+	lm, idx := loadModel(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})
+	lex := loadTask(b, "", alfworldGames(b)[0])
+	sp, err := decoder.NewSpace(idx, lex, decoder.SpaceOptions{StopAtGoal: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt, err := lm.Tokenize("You are a planner. Write a plan for the household task, one action per line.\n", false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			sims, occ := 0, 0.0
+			calls := lm.Stats().ModelCalls
+			for b.Loop() {
+				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sims += res.Stats.Simulations
+				occ = res.Stats.BatchOccupancy
+			}
+			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
+			b.ReportMetric(occ, "occupancy")
+			b.ReportMetric(float64(lm.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
+		})
+	}
+}

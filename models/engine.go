@@ -51,7 +51,8 @@ type Engine struct {
 	// a checkpoint and recomputes the rest.
 	checkpoints kvcache.CheckpointCache
 	// cells mirrors the cache's cell placement (nil for recurrent caches,
-	// whose passes hold one sequence anyway); guarded by mu.
+	// whose passes are planned by planRecurrent without a cost model);
+	// guarded by mu.
 	cells *cellMap
 
 	wake chan struct{} // nudges the loop (capacity 1)
