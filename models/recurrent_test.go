@@ -2,8 +2,11 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -241,5 +244,61 @@ func TestRecurrentBatchedForks(t *testing.T) {
 			step("after truncating two forks", one(400), 0)
 			step("after catching up", one(500), 1)
 		})
+	}
+}
+
+// TestRecurrentConcurrentForks: searches of several callers at once, each
+// stepping its own forks of a shared prompt with its own Eval calls; the
+// engine merges their steps into passes over several sequences. Every
+// step's logits equal a fresh evaluation of the fork's history.
+func TestRecurrentConcurrentForks(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchQwen35), Options{Sequences: 64, MergeWindow: time.Millisecond})
+	v := e.Info().VocabSize
+	ctx := context.Background()
+	prompt := testTokens(7, 30, v)
+	src, _ := e.NewSequence()
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+		t.Fatal(err)
+	}
+	const callers, steps = 6, 4
+	got := make([][][]float32, callers)
+	hist := make([][]int32, callers)
+	errs := make([]error, callers)
+	forks := make([]SeqID, callers)
+	for i := range forks {
+		f, err := e.Fork(src, len(prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forks[i], hist[i] = f, append([]int32{}, prompt...)
+	}
+	calls := e.Stats().ModelCalls
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range steps {
+				tok := testTokens(1000+10*i+s, 1, v)
+				res, err := e.Eval(ctx, []EvalRequest{{Seq: forks[i], Tokens: tok}})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				hist[i] = append(hist[i], tok...)
+				got[i] = append(got[i], res[0].Logits[0])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d steps in %d passes", callers*steps, e.Stats().ModelCalls-calls)
+	for i := range callers {
+		want := evalAlone(t, e, hist[i])
+		for s := range steps {
+			assertClose(t, fmt.Sprintf("caller %d step %d", i, s), got[i][s], want[len(prompt)+s], tolFor(e))
+		}
 	}
 }
