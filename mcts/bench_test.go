@@ -48,17 +48,19 @@ func BenchmarkSimulations(b *testing.B) {
 }
 
 // BenchmarkHybridSimulations is BenchmarkSimulations with a Qwen3.5-style
-// hybrid model (qwen35: 512 wide, 8 layers of which 6 gated delta-net
-// layers with a recurrent state, 1536 FFN, 32,000-token vocabulary, F32,
-// about 60M parameters), whose leaves share passes only since the engine
-// batches several sequences of recurrent models. batch=1 and batch=16 run
-// in turn within one benchmark, so -count pairs them in time:
+// hybrid model (models' hybrid benchmark model: qwen35, 512 wide, 8 layers
+// of which 6 gated delta-net layers with a recurrent state, 4 value heads
+// of 64, 1536 FFN, 32,000-token vocabulary, F32, about 57M parameters),
+// whose leaves share passes only since the engine batches several
+// sequences of recurrent models. On a busy machine run batch=1 and
+// batch=16 in turn:
 //
-//	go test ./mcts -run XXX -bench HybridSimulations -benchtime 3x -count 4
+//	for i in 1 2 3; do for b in 1 16; do
+//	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
 func BenchmarkHybridSimulations(b *testing.B) {
 	path := modelPath(b, "qwen35-bench", func(testing.TB) gguf.Spec {
 		s := gguf.Default(gguf.ArchQwen35)
-		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.VocabSize, s.Seed = 512, 8, 1536, 8, 2, 32000, 1
+		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 512, 8, 1536, 4, 2, 64, 32000, 1
 		return s
 	})
 	lm, idx := loadModel(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})

@@ -9,13 +9,19 @@ import (
 	"github.com/nesy-dev/nesy/models/gguf"
 )
 
-// HybridBenchSpec is the qwen35 model of the hybrid benchmarks: 512 wide,
-// 8 layers (6 gated delta-net, 2 full attention), 1536 FFN, 8 value heads
-// and 2 key heads of 64, a 32,000-token vocabulary, F32 (about 60M
-// parameters, 240 MB): large enough that the forward pass dominates.
+// hybridBenchSpec is the qwen35 model of the hybrid benchmarks: 512 wide,
+// 8 layers (6 gated delta-net, 2 full attention), 1536 FFN, 4 value heads
+// and 2 key heads of 64, a 32,000-token vocabulary, F32 (about 57M
+// parameters, 230 MB): large enough that the forward pass dominates, and
+// with Qwen3.5-4B's ratio of recurrent state to layer weights (0.5%:
+// 128x128x32 state values per layer against about 110M weights), which
+// sets how much of a step is per-sequence state work that batching does
+// not share. NESY_BENCH_HYBRID_HEADS sets the value heads (8 doubles the
+// state's share).
 func hybridBenchSpec() gguf.Spec {
 	s := gguf.Default(gguf.ArchQwen35)
-	s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.VocabSize, s.Seed = 512, 8, 1536, 8, 2, 32000, 1
+	s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 512, 8, 1536, 4, 2, 64, 32000, 1
+	s.Heads = envInt("NESY_BENCH_HYBRID_HEADS", s.Heads)
 	return s
 }
 
@@ -45,10 +51,11 @@ func hybridBenchEngine(b *testing.B) *Engine {
 // call (one forward pass over 16 sequences), "single" in 16 calls in a
 // row. The first step copies each fork's recurrent state (copy on write);
 // every 128 steps the forks are cut back to the prompt (restoring its
-// checkpoint), off the clock. The two run in turn within one benchmark so
-// that -count pairs them in time on a busy machine:
+// checkpoint), off the clock. On a busy machine run the two modes in
+// turn, e.g.
 //
-//	go test ./models -run XXX -bench HybridForked16 -count 6
+//	for i in 1 2 3 4 5 6; do for m in batched single; do
+//	  go test ./models -run XXX -bench HybridForked16/$m; done; done
 func BenchmarkHybridForked16(b *testing.B) {
 	e := hybridBenchEngine(b)
 	seqs, toks := forkedSetup(b, e)
