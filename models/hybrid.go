@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/ollama/ollama/ml"
@@ -24,11 +25,13 @@ import (
 // qwen3next.ErrUnsupportedBatchLayout, while the delta-net layers and the
 // recurrent cache support it.
 //
-// hybridForward is Model.Forward for text passes with the one difference
-// that a full attention layer's normalised input is reshaped to
-// [hidden, k, n] before the operator (the residual stays 2-d); every
-// tensor operation is the model's own (layers, norms, MLPs, operators), so
-// the weights and the arithmetic are those of Ollama's implementation.
+// hybridForward is Model.Forward for text passes with two differences: a
+// full attention layer's normalised input is reshaped to [hidden, k, n]
+// before the operator (the residual stays 2-d), and passes of one
+// position per sequence run the delta-net's recurrence with deltaStep
+// instead of the model's one-token step (see there for why). Everything
+// else (layers, norms, MLPs, projections, the chunked delta-net of longer
+// passes) is the model's own.
 type hybridForward struct {
 	m *qwen3next.Model
 	// opts is the model's options as loaded: each pass starts from them,
@@ -39,6 +42,16 @@ type hybridForward struct {
 	eps  float32
 	// mrope holds the multi-axis RoPE sections (nil: plain positions).
 	mrope []int32
+	delta deltaDims
+}
+
+// deltaDims are the gated delta-net's sizes, from the same metadata keys
+// as qwen3next.New.
+type deltaDims struct {
+	dK, hK    int // key head size and key heads
+	dV, hV    int // value head size and value heads
+	convK     int // convolution kernel
+	reordered bool
 }
 
 // newHybridForward returns the multi-sequence forward of a Qwen3.5 model,
@@ -55,6 +68,13 @@ func newHybridForward(m model.Model) *hybridForward {
 	}
 	c := m.Backend().Config()
 	h := &hybridForward{m: qm, opts: *qm.Options, eps: c.Float("attention.layer_norm_rms_epsilon")}
+	h.delta = deltaDims{
+		dK: int(c.Uint("ssm.state_size")), hK: int(c.Uint("ssm.group_count")), hV: int(c.Uint("ssm.time_step_rank")),
+		convK: int(c.Uint("ssm.conv_kernel")), reordered: c.Bool("ssm.v_head_reordered", false),
+	}
+	if h.delta.hV > 0 {
+		h.delta.dV = int(c.Uint("ssm.inner_size")) / h.delta.hV
+	}
 	// The same keys, in the same order, as qwen3next.New.
 	for _, key := range []string{"mrope_sections", "rope.mrope_section", "rope.dimension_sections"} {
 		if h.mrope = c.Ints(key, nil); len(h.mrope) > 0 {
@@ -130,30 +150,140 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n int) (ml.Ten
 		if i == len(m.Layers)-1 {
 			outputs = b.Outputs
 		}
-		var err error
-		if _, full := l.Operator.(*qwen3next.FullAttention); !full {
-			if x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options); err != nil {
-				return nil, fmt.Errorf("models: layer %d: %w", i, err)
+		var op func(y ml.Tensor) (ml.Tensor, error)
+		switch o := l.Operator.(type) {
+		case *qwen3next.FullAttention:
+			op = func(y ml.Tensor) (ml.Tensor, error) {
+				return o.Forward(ctx, y.Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
 			}
-			continue
+		case *qwen3next.GatedDeltaNet:
+			if k == 1 && h.stepSupported(o) {
+				op = func(y ml.Tensor) (ml.Tensor, error) { return h.deltaStep(ctx, o, y, cache, i, n) }
+			}
 		}
-		// qwen3next.Layer.Forward, with the operator's input 3-d.
-		residual := x
-		y := l.AttentionNorm.Forward(ctx, x, h.eps)
-		y = y.Reshape(ctx, y.Dim(0), k, n)
-		if y, err = l.Operator.Forward(ctx, y, positions, cache, m.Options); err != nil {
+		var err error
+		if op == nil {
+			x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options)
+		} else {
+			x, err = h.layer(ctx, l, x, outputs, op)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("models: layer %d: %w", i, err)
 		}
-		if outputs != nil {
-			y = y.Rows(ctx, outputs)
-			residual = residual.Rows(ctx, outputs)
-		}
-		y = y.Add(ctx, residual)
-		ffnResidual := y
-		y = l.AttentionPostNorm.Forward(ctx, y, h.eps)
-		y = l.MLP.Forward(ctx, y, m.Options)
-		x = y.Add(ctx, ffnResidual)
 	}
 	x = m.OutputNorm.Forward(ctx, x, h.eps)
 	return m.Output.Forward(ctx, x), nil
+}
+
+// layer is qwen3next.Layer.Forward with the operator replaced by op: pre-
+// norm, operator, residual, post-attention norm, MLP, residual.
+func (h *hybridForward) layer(ctx ml.Context, l *qwen3next.Layer, x, outputs ml.Tensor, op func(ml.Tensor) (ml.Tensor, error)) (ml.Tensor, error) {
+	residual := x
+	y, err := op(l.AttentionNorm.Forward(ctx, x, h.eps))
+	if err != nil {
+		return nil, err
+	}
+	if outputs != nil {
+		y = y.Rows(ctx, outputs)
+		residual = residual.Rows(ctx, outputs)
+	}
+	y = y.Add(ctx, residual)
+	ffnResidual := y
+	y = l.AttentionPostNorm.Forward(ctx, y, h.eps)
+	y = l.MLP.Forward(ctx, y, h.m.Options)
+	return y.Add(ctx, ffnResidual), nil
+}
+
+// stepSupported says whether deltaStep can run the layer: Qwen3.5's
+// separate beta and alpha projections and equal key and value head sizes.
+func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
+	d := h.delta
+	return g.SSMQKV != nil && g.SSMQKVGate != nil && g.SSMBeta != nil && g.SSMAlpha != nil && g.SSMConv1D != nil &&
+		d.dK > 0 && d.dK == d.dV && d.hK > 0 && d.hV%d.hK == 0 && d.convK > 1
+}
+
+// deltaStep is one position of a gated delta-net layer for each of n
+// sequences: x is the normalised input [hidden, n]; it returns the
+// layer's output [hidden, n] and updates the convolution and recurrent
+// states in the cache.
+//
+// The recurrence per value head, with state M (d x d, stored with the
+// value index first), decay g, step size beta, normalised key k, scaled
+// query q and value v:
+//
+//	delta = beta (v - g M k)
+//	M'    = g M + delta k^T
+//	out   = M' q = g M q + delta (k . q)
+//
+// qwen3next's one-token step computes the same, but through products with
+// tensors broadcast along the state's first dimension (one vector
+// operation per element in ggml's CPU kernels) and permuted copies summed
+// by rows, for every sequence: on CPU that was most of a 16-sequence
+// pass. Here M k and M q are one matrix product per head and sequence
+// (with the state transposed once), the decay broadcasts along whole rows,
+// the outer product is a matrix product (its inner size padded to 16 so
+// ggml's blocked kernels take it) and the output needs no second pass over
+// M'. The results agree with the model's step within float rounding.
+func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x ml.Tensor, cache *qwen3next.HybridCache, layer, n int) (ml.Tensor, error) {
+	dm := h.delta
+	d, hV := dm.dV, dm.hV
+	keys := dm.dK * dm.hK
+	qkvDim := 2*keys + d*hV
+
+	qkv := g.SSMQKV.Forward(ctx, x)     // [qkvDim, n]
+	z := g.SSMQKVGate.Forward(ctx, x)   // [d*hV, n]
+	beta := g.SSMBeta.Forward(ctx, x)   // [hV, n]
+	alpha := g.SSMAlpha.Forward(ctx, x) // [hV, n]
+	decay := alpha.Add(ctx, g.SSMDT).Softplus(ctx).Mul(ctx, g.SSMA).Exp(ctx)
+	decay = decay.Reshape(ctx, 1, 1, hV, n)
+	beta = beta.Sigmoid(ctx).Reshape(ctx, 1, 1, hV, n)
+
+	// Short causal convolution over the last convK positions.
+	conv, err := cache.ConvState(ctx, layer)
+	if err != nil {
+		return nil, fmt.Errorf("convolution state: %w", err)
+	}
+	in := conv.Reshape(ctx, dm.convK-1, qkvDim, n).Concat(ctx, qkv.Reshape(ctx, 1, qkvDim, n), 0)
+	cache.UpdateConvState(ctx, layer, in.Slice(ctx, 0, 1, dm.convK, 1))
+	mixed := in.SSMConv(ctx, g.SSMConv1D.Weight).SILU(ctx).Contiguous(ctx, qkvDim, n)
+	q := mixed.Slice(ctx, 0, 0, keys, 1).Contiguous(ctx, dm.dK, dm.hK, 1, n)
+	k := mixed.Slice(ctx, 0, keys, 2*keys, 1).Contiguous(ctx, dm.dK, dm.hK, 1, n)
+	v := mixed.Slice(ctx, 0, 2*keys, qkvDim, 1).Contiguous(ctx, d, 1, hV, n)
+	if r := hV / dm.hK; r > 1 {
+		if dm.reordered {
+			// Value head h reads key head h mod hK.
+			q = q.Repeat4D(ctx, dm.dK, hV, 1, n)
+			k = k.Repeat4D(ctx, dm.dK, hV, 1, n)
+		} else {
+			// Value head h reads key head h / r.
+			q = q.Reshape(ctx, dm.dK, 1, dm.hK*n).Repeat4D(ctx, dm.dK, r, dm.hK*n, 1)
+			k = k.Reshape(ctx, dm.dK, 1, dm.hK*n).Repeat4D(ctx, dm.dK, r, dm.hK*n, 1)
+		}
+	}
+	q = q.Reshape(ctx, d, 1, hV, n).L2Norm(ctx, h.eps).Scale(ctx, 1/math.Sqrt(float64(d)))
+	k = k.Reshape(ctx, d, 1, hV, n).L2Norm(ctx, h.eps)
+
+	state, err := cache.DeltaState(ctx, layer, d, hV)
+	if err != nil {
+		return nil, fmt.Errorf("recurrent state: %w", err)
+	}
+	m := state.Reshape(ctx, d, d, hV, n) // m[i, j]: value index i, key index j
+	mt := m.Permute(ctx, 1, 0, 2, 3).Contiguous(ctx)
+	mkq := mt.Mulmat(ctx, k.Concat(ctx, q, 1)) // [d, 2, hV, n]: M k and M q
+	mk := mkq.Slice(ctx, 1, 0, 1, 1)
+	mq := mkq.Slice(ctx, 1, 1, 2, 1)
+	delta := v.Sub(ctx, mk.Mul(ctx, decay)).Mul(ctx, beta) // [d, 1, hV, n]
+	kq := k.Mul(ctx, q).SumRows(ctx)                       // [1, 1, hV, n]
+	out := mq.Mul(ctx, decay).Add(ctx, delta.Mul(ctx, kq)) // [d, 1, hV, n]
+
+	const pad = 15 // inner size 16: one register of floats
+	outer := delta.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0).
+		Mulmat(ctx, k.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0)) // [d, d, hV, n]: delta[i] k[j]
+	next := m.Mul(ctx, decay.Repeat4D(ctx, d, 1, hV, n)).Add(ctx, outer)
+	cache.UpdateDeltaState(ctx, layer, next.Reshape(ctx, d, d*hV, n))
+
+	// Gated RMS norm and output projection.
+	o := g.SSMNorm.Forward(ctx, out.Reshape(ctx, d, hV*n), h.eps)
+	o = o.Mul(ctx, z.Reshape(ctx, d, hV*n).SILU(ctx))
+	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, n)), nil
 }

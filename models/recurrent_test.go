@@ -12,11 +12,12 @@ import (
 )
 
 // hybridSpecs are generated Qwen3.5 networks of several shapes: the
-// defaults, wider heads, more layers (two full attention layers), F16
+// defaults (4 value heads reading 2 key heads), wider heads with a key
+// head per value head, more layers (two full attention layers), F16
 // weights, and mixture-of-experts ones.
 func hybridSpecs() map[string]gguf.Spec {
 	wide := gguf.Default(gguf.ArchQwen35)
-	wide.Embd, wide.Heads, wide.KVHeads, wide.FFN = 128, 4, 2, 256 // 32-wide heads
+	wide.Embd, wide.Heads, wide.KVHeads, wide.FFN = 128, 4, 4, 256 // 32-wide heads, as many key as value heads
 	deep := gguf.Default(gguf.ArchQwen35)
 	deep.Layers = 8
 	half := gguf.Default(gguf.ArchQwen35)
@@ -161,7 +162,7 @@ func TestRecurrentPassLimit(t *testing.T) {
 // prompt and inside their own continuation) and continuing them together
 // with untouched ones equals a fresh evaluation too.
 func TestRecurrentBatchedForks(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e := newTestEngine(t, hybridSpecs()[name], Options{Sequences: 64})
 			v := e.Info().VocabSize
