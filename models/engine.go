@@ -73,8 +73,9 @@ type Engine struct {
 	free  []int       // scratch: the free cells the next pass would take
 	own   []*reqState // scratch: a job's requests being priced
 	costs *costFit    // pass cost model (nil for recurrent caches)
-	// hybrid runs passes over several sequences of a recurrent Qwen3.5
-	// text model (nil otherwise; see hybridForward).
+	// hybrid runs the passes over several sequences, and the one-position
+	// passes, of a recurrent Qwen3.5 text model (nil otherwise; see
+	// hybridForward).
 	hybrid *hybridForward
 	// graph bounds the sequences of one pass of a recurrent model (see
 	// planRecurrent).

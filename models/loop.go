@@ -346,7 +346,7 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 	}
 	e.cells.place(ib.Sequences, ib.Positions)
 	var t ml.Tensor
-	if k, n, lerr := layout(ib.Sequences); e.hybrid != nil && len(ib.Multimodal) == 0 && lerr == nil && n > 1 {
+	if k, n, lerr := layout(ib.Sequences); e.hybrid != nil && len(ib.Multimodal) == 0 && lerr == nil && (n > 1 || k == 1) {
 		t, err = e.hybrid.forward(ctx, ib, k, n)
 	} else {
 		t, err = e.model.Forward(ctx, ib)
