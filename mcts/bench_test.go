@@ -48,19 +48,20 @@ func BenchmarkSimulations(b *testing.B) {
 }
 
 // BenchmarkHybridSimulations is BenchmarkSimulations with a Qwen3.5-style
-// hybrid model (models' hybrid benchmark model: qwen35, 512 wide, 8 layers
-// of which 6 gated delta-net layers with a recurrent state, 4 value heads
-// of 64, 1536 FFN, 32,000-token vocabulary, F32, about 57M parameters),
-// whose leaves share passes only since the engine batches several
-// sequences of recurrent models. On a busy machine run batch=1 and
-// batch=16 in turn:
+// hybrid model of the reference model's size (qwen35: 768 wide, 12 layers
+// of which 9 gated delta-net layers with a recurrent state, 6 value heads
+// and 2 key heads of 64, 2048 FFN, 32,000-token vocabulary, F32, about
+// 120M parameters; its recurrent state is the same small share of a
+// layer's weights as Qwen3.5-4B's), whose leaves share passes only since
+// the engine batches several sequences of recurrent models. On a busy
+// machine run batch=1 and batch=16 in turn:
 //
 //	for i in 1 2 3; do for b in 1 16; do
 //	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
 func BenchmarkHybridSimulations(b *testing.B) {
 	path := modelPath(b, "qwen35-bench", func(testing.TB) gguf.Spec {
 		s := gguf.Default(gguf.ArchQwen35)
-		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 512, 8, 1536, 4, 2, 64, 32000, 1
+		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 768, 12, 2048, 6, 2, 64, 32000, 1
 		return s
 	})
 	lm, idx := loadModel(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})

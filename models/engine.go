@@ -214,10 +214,10 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	e.stats.CacheCells = (o.cacheCaps*o.Sequences + 255) / 256 * 256 // the cache pads to 256 cells
 	if cc, ok := cache.(kvcache.CheckpointCache); ok {
 		e.checkpoints = cc
+		e.graph = newPassGraph(m.Backend())
 		if mm == nil {
 			e.hybrid = newHybridForward(m)
 		}
-		e.graph = newPassGraph(m.Backend())
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
 	}

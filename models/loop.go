@@ -346,8 +346,9 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 	}
 	e.cells.place(ib.Sequences, ib.Positions)
 	var t ml.Tensor
-	if k, n, lerr := layout(ib.Sequences); e.hybrid != nil && len(ib.Multimodal) == 0 && lerr == nil && (n > 1 || k == 1) {
-		t, err = e.hybrid.forward(ctx, ib, k, n)
+	k, n, lerr := layout(ib.Sequences)
+	if step := max(1, e.graph.step(e.maxLen)); e.hybrid != nil && len(ib.Multimodal) == 0 && lerr == nil && (n > 1 || k <= step) {
+		t, err = e.hybrid.forward(ctx, ib, k, n, step)
 	} else {
 		t, err = e.model.Forward(ctx, ib)
 	}

@@ -462,19 +462,29 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 //
 // The estimate, conservative by design: the layers take at most
 // max(70% of the limit, 250 per layer) objects for a pass of one position
-// per sequence, and the delta-net's chunked form for longer passes 60 more
-// per recurrent layer and 24 per 64-position chunk and recurrent layer;
-// each sequence adds its copy-on-write state copy (2 + 2 per recurrent
-// layer), its checkpoint captures (4 per recurrent layer) and the copies
-// of the checkpoints its source's slot holds (2 per recurrent layer and
-// checkpoint). Measured on generated models (qwen35 with 4 and 8 layers,
-// qwen35moe): the limit was reached at 3 to 4 times the sequences this
-// allows (63 instead of 17 one-position forks for the 4-layer qwen35).
+// per sequence; longer passes add stepNodes per position and recurrent
+// layer up to step positions (hybridForward's deltaStep), beyond that the
+// model's chunked delta-net 60 per recurrent layer and 24 per 64-position
+// chunk and recurrent layer; each sequence adds its copy-on-write state
+// copy (2 + 2 per recurrent layer), its checkpoint captures (4 per
+// recurrent layer) and the copies of the checkpoints its source's slot
+// holds (2 per recurrent layer and checkpoint). Measured on generated
+// models (qwen35 with 4 and 8 layers, qwen35moe): the limit was reached at
+// 3 to 4 times the one-position sequences this allows (63 instead of 17
+// forks for the 4-layer qwen35).
 type passGraph struct {
 	maxNodes  int // the backend's per-context limit
 	layers    int
 	recurrent int // delta-net layers
 }
+
+// stepNodes bounds the graph objects deltaStep adds per position and
+// recurrent layer (about 30: the position's slices, the products, the
+// state update).
+const stepNodes = 40
+
+// maxDeltaStep caps the passes deltaStep runs (see passGraph.step).
+const maxDeltaStep = 16
 
 // newPassGraph reads the limit from the backend and the layer kinds from
 // the model's metadata as the backend holds it (per-layer KV head counts,
@@ -496,20 +506,49 @@ func newPassGraph(b ml.Backend) passGraph {
 	return g
 }
 
+// step is the longest pass deltaStep may run when no sequence has held
+// more than maxLen positions: one sequence of it fits (0 or 1: the model's
+// chunked delta-net for every pass of more than one position).
+func (g passGraph) step(maxLen int) int {
+	if g.recurrent == 0 {
+		return 0
+	}
+	room := g.maxNodes - g.base(1, 0) - g.perSeq(checkpoints(maxLen))
+	return min(maxDeltaStep, room/(stepNodes*g.recurrent))
+}
+
+// checkpoints bounds the checkpoints a cache slot holds when no sequence
+// has held more than maxLen positions: one per checkpointInterval
+// positions, plus the first and one restored.
+func checkpoints(maxLen int) int { return min(24, maxLen/checkpointInterval+2) }
+
 // checkpointInterval is the recurrent cache's spacing of state checkpoints
 // (kvcache.DefaultCheckpointInterval at v0.17.4).
 const checkpointInterval = 1664
 
-// seqs is the most sequences a pass of k positions each may hold when no
-// sequence has held more than maxLen positions (which bounds the
-// checkpoints a cache slot holds: one per checkpointInterval positions,
-// plus the first and one restored).
-func (g passGraph) seqs(k, maxLen int) int {
-	base := max(7*g.maxNodes/10, 250*g.layers)
-	if k > 1 {
-		base += g.recurrent * (60 + 24*((k+63)/64))
+// base is the estimate for the layers of a pass of k positions per
+// sequence, whatever the sequences, where deltaStep runs passes of up to
+// step positions.
+func (g passGraph) base(k, step int) int {
+	b := max(7*g.maxNodes/10, 250*g.layers)
+	switch {
+	case k <= 1:
+	case k <= step:
+		b += g.recurrent * stepNodes * k
+	default:
+		b += g.recurrent * (60 + 24*((k+63)/64))
 	}
-	checkpoints := min(24, maxLen/checkpointInterval+2)
-	per := 2 + 6*g.recurrent + 2*g.recurrent*checkpoints
-	return max(1, (g.maxNodes-base)/per)
+	return b
+}
+
+// perSeq is the estimate for one sequence whose slot holds checkpoints
+// checkpoints.
+func (g passGraph) perSeq(checkpoints int) int {
+	return 2 + 6*g.recurrent + 2*g.recurrent*checkpoints
+}
+
+// seqs is the most sequences a pass of k positions each may hold when no
+// sequence has held more than maxLen positions.
+func (g passGraph) seqs(k, maxLen int) int {
+	return max(1, (g.maxNodes-g.base(k, g.step(maxLen)))/g.perSeq(checkpoints(maxLen)))
 }

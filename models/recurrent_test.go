@@ -113,8 +113,9 @@ func finite(t *testing.T, row []float32) {
 
 // TestRecurrentPassLimit: passes of as many sequences as passGraph allows
 // build and run (exceeding the backend's graph-node limit would abort the
-// process) for one-position steps, one-chunk and 512-position passes, with
-// sources holding one and several recurrent-state checkpoints.
+// process) for one-position steps, the longest deltaStep passes, one-chunk
+// and 512-position passes, with sources holding one and several
+// recurrent-state checkpoints.
 func TestRecurrentPassLimit(t *testing.T) {
 	specs := hybridSpecs()
 	cases := []struct {
@@ -124,9 +125,14 @@ func TestRecurrentPassLimit(t *testing.T) {
 		{"qwen35", 150}, {"qwen35", 3500}, {"qwen35-deep", 150}, {"qwen35moe", 150}, {"qwen35moe-8x3", 3500},
 	}
 	for _, c := range cases {
-		for _, k := range []int{1, 64, 512} {
+		for _, k := range []int{1, 0, 64, 512} { // 0: the longest deltaStep pass
 			t.Run(fmt.Sprintf("%s/prompt=%d/k=%d", c.spec, c.prompt, k), func(t *testing.T) {
 				e := newTestEngine(t, specs[c.spec], Options{Sequences: 200, BatchSize: 4096, MaxLogits: 4096})
+				if k == 0 {
+					if k = e.graph.step(e.maxLen + c.prompt); k < 2 {
+						t.Skipf("deltaStep runs one position only (step %d)", k)
+					}
+				}
 				v := e.Info().VocabSize
 				ctx := context.Background()
 				src, _ := e.NewSequence()
