@@ -3,7 +3,9 @@ package mcts
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
@@ -78,6 +80,7 @@ func BenchmarkHybridSimulations(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			sims, occ := 0, 0.0
 			calls := lm.Stats().ModelCalls
+			cpu0 := cpuTime()
 			for b.Loop() {
 				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
 				if err != nil {
@@ -89,6 +92,18 @@ func BenchmarkHybridSimulations(b *testing.B) {
 			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
 			b.ReportMetric(occ, "occupancy")
 			b.ReportMetric(float64(lm.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
+			// CPU time per simulation: steadier than sims/s when other
+			// processes load the machine (one ggml thread does not spin).
+			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(sims), "cpu-ms/sim")
 		})
 	}
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
