@@ -27,11 +27,12 @@ import (
 //
 // hybridForward is Model.Forward for text passes with two differences: a
 // full attention layer's normalised input is reshaped to [hidden, k, n]
-// before the operator (the residual stays 2-d), and passes of one
-// position per sequence run the delta-net's recurrence with deltaStep
-// instead of the model's one-token step (see there for why). Everything
-// else (layers, norms, MLPs, projections, the chunked delta-net of longer
-// passes) is the model's own.
+// before the operator (the residual stays 2-d), and passes of a few
+// positions per sequence (up to passGraph.step) run the delta-net's
+// recurrence with deltaStep instead of the model's one-token step or its
+// chunked form (see there for why). Everything else (layers, norms, MLPs,
+// projections, attention, the chunked delta-net of longer passes) is the
+// model's own.
 type hybridForward struct {
 	m *qwen3next.Model
 	// opts is the model's options as loaded: each pass starts from them,
@@ -54,7 +55,7 @@ type deltaDims struct {
 	reordered bool
 }
 
-// newHybridForward returns the multi-sequence forward of a Qwen3.5 model,
+// newHybridForward returns the hybridForward of a Qwen3.5 model,
 // or nil for any other model. The engine uses it for models loaded
 // without a vision encoder only (image passes run alone through
 // Model.Forward).
