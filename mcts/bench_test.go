@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"github.com/nesy-dev/nesy/constraint"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
@@ -45,4 +47,63 @@ func BenchmarkSimulations(b *testing.B) {
 			b.ReportMetric(occ, "occupancy")
 		})
 	}
+}
+
+// BenchmarkHybridSimulations is BenchmarkSimulations with a Qwen3.5-style
+// hybrid model of the reference model's size (qwen35: 768 wide, 12 layers
+// of which 9 gated delta-net layers with a recurrent state, 6 value heads
+// and 2 key heads of 64, 2048 FFN, 32,000-token vocabulary, F32, about
+// 120M parameters; its recurrent state is the same small share of a
+// layer's weights as Qwen3.5-4B's), whose leaves share passes only since
+// the engine batches several sequences of recurrent models. On a busy
+// machine run batch=1 and batch=16 in turn:
+//
+//	for i in 1 2 3; do for b in 1 16; do
+//	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
+func BenchmarkHybridSimulations(b *testing.B) {
+	path := modelPath(b, "qwen35-bench", func(testing.TB) gguf.Spec {
+		s := gguf.Default(gguf.ArchQwen35)
+		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 768, 12, 2048, 6, 2, 64, 32000, 1
+		return s
+	})
+	lm, idx := loadModel(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})
+	lex := loadTask(b, "", alfworldGames(b)[0])
+	sp, err := constraint.New(idx, lex, constraint.Options{StopAtGoal: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt, err := lm.Tokenize("You are a planner. Write a plan for the household task, one action per line.\n", false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			sims, occ := 0, 0.0
+			calls := lm.Stats().ModelCalls
+			cpu0 := cpuTime()
+			for b.Loop() {
+				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sims += res.Stats.Simulations
+				occ = res.Stats.BatchOccupancy
+			}
+			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
+			b.ReportMetric(occ, "occupancy")
+			b.ReportMetric(float64(lm.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
+			// CPU time per simulation: steadier than sims/s when other
+			// processes load the machine (one ggml thread does not spin).
+			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(sims), "cpu-ms/sim")
+		})
+	}
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

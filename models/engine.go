@@ -51,7 +51,8 @@ type Engine struct {
 	// a checkpoint and recomputes the rest.
 	checkpoints kvcache.CheckpointCache
 	// cells mirrors the cache's cell placement (nil for recurrent caches,
-	// whose passes hold one sequence anyway); guarded by mu.
+	// whose passes are planned by planRecurrent without a cost model);
+	// guarded by mu.
 	cells *cellMap
 
 	wake chan struct{} // nudges the loop (capacity 1)
@@ -72,6 +73,15 @@ type Engine struct {
 	free  []int       // scratch: the free cells the next pass would take
 	own   []*reqState // scratch: a job's requests being priced
 	costs *costFit    // pass cost model (nil for recurrent caches)
+	// hybrid runs the passes over several sequences, and the one-position
+	// passes, of a recurrent Qwen3.5 text model (nil otherwise; see
+	// hybridForward).
+	hybrid *hybridForward
+	// graph bounds the sequences of one pass of a recurrent model (see
+	// planRecurrent).
+	graph passGraph
+	// maxLen is the most positions any sequence has held (guarded by mu).
+	maxLen int
 
 	// beforePass, when set (by tests, before the first Eval), runs on the
 	// engine goroutine after a pass is built and before it computes, with
@@ -211,6 +221,10 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	e.stats.CacheCells = (o.cacheCaps*o.Sequences + 255) / 256 * 256 // the cache pads to 256 cells
 	if cc, ok := cache.(kvcache.CheckpointCache); ok {
 		e.checkpoints = cc
+		e.graph = newPassGraph(m.Backend())
+		if mm == nil {
+			e.hybrid = newHybridForward(m)
+		}
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
 	}
@@ -302,7 +316,10 @@ func initCache(c kvcache.Cache, b ml.Backend, o resolved) (err error) {
 			err = panicError(r)
 		}
 	}()
-	c.Init(b, o.kvType, o.Sequences, o.cacheCaps, o.BatchSize)
+	// The cache gets a backend whose large contexts span several (see
+	// cacheBackend): the recurrent cache's checkpoint contexts outgrow the
+	// graph-node limit with many sequence slots.
+	c.Init(newCacheBackend(b), o.kvType, o.Sequences, o.cacheCaps, o.BatchSize)
 	return nil
 }
 

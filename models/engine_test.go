@@ -102,7 +102,7 @@ func evalAlone(t *testing.T, e *Engine, toks []int32) [][]float32 {
 	return res[0].Logits
 }
 
-var testArchs = []string{gguf.ArchLlama, gguf.ArchQwen3, gguf.ArchQwen35}
+var testArchs = []string{gguf.ArchLlama, gguf.ArchQwen3, gguf.ArchQwen35, gguf.ArchQwen35MoE}
 
 func TestLogitsNonDegenerate(t *testing.T) {
 	for _, arch := range testArchs {

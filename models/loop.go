@@ -348,7 +348,13 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 		return err
 	}
 	e.cells.place(ib.Sequences, ib.Positions)
-	t, err := e.model.Forward(ctx, ib)
+	var t ml.Tensor
+	k, n, lerr := layout(ib.Sequences)
+	if step := max(1, e.graph.step(e.maxLen)); e.hybrid != nil && len(ib.Multimodal) == 0 && lerr == nil && (n > 1 || k <= step) {
+		t, err = e.hybrid.forward(ctx, ib, k, n, step)
+	} else {
+		t, err = e.model.Forward(ctx, ib)
+	}
 	if err != nil {
 		return err
 	}
@@ -394,6 +400,7 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 			}
 		}
 		s.valid += p.n
+		e.maxLen = max(e.maxLen, len(s.hist))
 		for k := range p.rows {
 			row := p.first + k
 			r.logits = append(r.logits, slices.Clone(rows[row*vocab:(row+1)*vocab]))
@@ -413,12 +420,23 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 // rows, with an image for vision models, then a single token) so later
 // passes never allocate, as Ollama's runner does.
 func (e *Engine) reserve() error {
-	if err := e.reserveGraph(e.opts.BatchSize, e.opts.MaxLogits, true); err != nil {
+	if err := e.reserveGraph(e.passTokens(), e.opts.MaxLogits, true); err != nil {
 		return err
 	}
 	return e.reserveGraph(1, 1, false)
 }
 
+// reserveGraph reserves the graph of a pass of n positions with rows logit
+// rows. For recurrent caches it builds the pass on a scratch sequence
+// (removed afterwards) instead of in the cache's reserve mode: reserve mode
+// allocates every recurrent-state checkpoint of every sequence slot (24
+// per slot and layer, each a full copy of the layer's state), which
+// multiplies the state memory by 25 and, worse, makes every later
+// copy-on-write fork copy all 24 checkpoints. Built on a real sequence,
+// checkpoints are allocated when first captured. The graph differs from
+// the worst case only in the attention cell range (the scratch
+// sequence's cells instead of the whole cache), so the first long pass
+// may still grow the compute buffer once.
 func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -427,6 +445,15 @@ func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	}()
 	ctx := e.model.Backend().NewContext()
 	defer ctx.Close()
+	scratch := -1
+	if e.checkpoints != nil {
+		id, err := e.allocLocked()
+		if err != nil {
+			return err
+		}
+		scratch = int(id)
+		defer e.freeLocked(id)
+	}
 	inputs := make([]*input.Input, n)
 	for i := range inputs {
 		inputs[i] = &input.Input{}
@@ -446,6 +473,7 @@ func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	for i, in := range inputs {
 		toks[i] = in.Token
 		ib.Positions[i] = int32(i)
+		ib.Sequences[i] = max(scratch, 0)
 		if in.Multimodal != nil {
 			mm, err := store.tensors(ctx, in.Multimodal)
 			if err != nil {
@@ -456,7 +484,7 @@ func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	}
 	ib.Inputs = ctx.Input().FromInts(toks, len(toks))
 	ib.Outputs = ctx.Input().Empty(ml.DTypeI32, rows)
-	if err := e.cache.StartForward(ctx, ib, true); err != nil {
+	if err := e.cache.StartForward(ctx, ib, scratch < 0); err != nil {
 		return err
 	}
 	t, err := e.model.Forward(ctx, ib)

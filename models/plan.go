@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/ollama/ollama/ml"
 )
 
 // Choosing what the next forward pass computes.
@@ -87,7 +89,7 @@ func (e *Engine) planLocked(active []*job) plan {
 		return plan{}
 	}
 	if e.checkpoints != nil {
-		return e.planSingle(jobs)
+		return e.planRecurrent(jobs)
 	}
 	start := e.rr % len(jobs)
 	order := append(slices.Clone(jobs[start:]), jobs[:start]...)
@@ -345,24 +347,208 @@ func (e *Engine) allocate(reqs []*reqState) []int {
 	return take
 }
 
-// planSingle picks a pass for recurrent models (Qwen3.5): one sequence per
-// pass, the first request in round-robin order, as much of it as fits.
-// Ollama's engine (v0.17.4) cannot batch several sequences there: its
-// recurrent cache needs every sequence of a pass to advance by the same
-// count, and its full-attention layers (qwen3next FullAttention) reject
-// any pass with more than one sequence.
-func (e *Engine) planSingle(jobs []*job) plan {
+// Passes of recurrent models (Qwen3.5: gated delta-net layers with a
+// per-sequence state, plus full attention layers).
+//
+// Ollama's recurrent cache (kvcache.Recurrent, v0.17.4) runs several
+// sequences in one pass only when each advances by the same number of
+// positions, laid out sequence by sequence (it reshapes the pass to
+// [positions per sequence, sequences]); anything else fails with
+// kvcache.ErrNotSupported. So a pass takes k positions from each of m
+// requests. Forks share their source's state copy-on-write: the pass that
+// first advances a fork copies the state (and the checkpoints the source
+// holds) to a slot of its own, inside the same graph.
+//
+// The graph of such a pass has a bounded number of nodes (the ggml
+// backend's per-context limit, max(1024, 32 x tensors in the file)): the
+// delta-net's chunked form adds nodes per 64 positions of a sequence, and
+// every sequence adds its state copy and checkpoint captures per recurrent
+// layer. recurrentSeqTokens and passGraph keep both within it;
+// exceeding it aborts the process inside ggml.
+
+// recurrentSeqTokens is the most positions one sequence advances in a pass
+// of a recurrent model: 8 of the delta-net's 64-position chunks, the batch
+// Ollama's runner uses for these models.
+const recurrentSeqTokens = 512
+
+// passTokens is the most positions the largest single-sequence pass holds.
+func (e *Engine) passTokens() int {
+	if e.checkpoints != nil {
+		return min(e.opts.BatchSize, recurrentSeqTokens)
+	}
+	return e.opts.BatchSize
+}
+
+// planRecurrent picks a pass for a recurrent model: the first request in
+// round-robin order leads; the pass advances it and the requests that
+// join it by the same count k, chosen to compute the most positions (k
+// times the requests with at least k left, within BatchSize positions,
+// MaxLogits rows and the sequences the graph allows, see passGraph). Decode steps of many forks
+// (one position each) thus share one pass, and a long prompt runs in
+// passes of its own instead of being cut to the shortest request's
+// length. Requests with images run alone (their image positions must
+// share one pass).
+func (e *Engine) planRecurrent(jobs []*job) plan {
 	var rs []*reqState
 	for _, j := range jobs {
 		rs = unfinished(rs, j)
 	}
 	start := e.rr % len(rs)
-	r := rs[start]
-	var p plan
-	if n := span(r, r.next, e.opts.BatchSize, e.opts.MaxLogits, true); n > 0 {
-		p.reqs, p.take = []*reqState{r}, []int{n}
-		p.parts, p.tokens = []planned{{r: r, n: n}}, n
-	}
 	e.rr = start + 1
+	lead := rs[start]
+	var p plan
+	if lead.images > 0 || e.hybrid == nil {
+		if n := span(lead, lead.next, e.passTokens(), e.opts.MaxLogits, true); n > 0 {
+			p.reqs, p.take = []*reqState{lead}, []int{n}
+			p.parts, p.tokens = []planned{{r: lead, n: n}}, n
+		}
+		return p
+	}
+	others := make([]*reqState, 0, len(rs)-1)
+	for i := 1; i < len(rs); i++ {
+		if r := rs[(start+i)%len(rs)]; r.images == 0 {
+			others = append(others, r)
+		}
+	}
+	// members returns the requests a pass of k positions each takes, the
+	// leader first, then the others in turn order.
+	members := func(k int, dst []*reqState) []*reqState {
+		dst = append(dst[:0], lead)
+		limit := e.graph.seqs(k, e.maxLen)
+		rows := rowCount(lead, lead.next, k)
+		for _, r := range others {
+			if (len(dst)+1)*k > e.opts.BatchSize || len(dst) >= limit {
+				break
+			}
+			if r.remaining() < k {
+				continue
+			}
+			if rr := rowCount(r, r.next, k); rows+rr <= e.opts.MaxLogits {
+				dst, rows = append(dst, r), rows+rr
+			}
+		}
+		return dst
+	}
+	kMax := min(lead.remaining(), e.passTokens())
+	if rows := rowCount(lead, lead.next, kMax); rows > e.opts.MaxLogits {
+		kMax = span(lead, lead.next, kMax, e.opts.MaxLogits, true)
+	}
+	best, bestK := []*reqState{lead}, kMax
+	var scratch []*reqState
+	tried := map[int]bool{}
+	for _, r := range append([]*reqState{lead}, others...) {
+		k := min(r.remaining(), kMax)
+		if tried[k] || k <= 0 {
+			continue
+		}
+		tried[k] = true
+		scratch = members(k, scratch)
+		if len(scratch)*k > len(best)*bestK || (len(scratch)*k == len(best)*bestK && k > bestK) {
+			best, bestK = append(best[:0:0], scratch...), k
+		}
+	}
+	for _, r := range best {
+		p.reqs = append(p.reqs, r)
+		p.take = append(p.take, bestK)
+		p.parts = append(p.parts, planned{r: r, n: bestK})
+		p.tokens += bestK
+	}
 	return p
+}
+
+// passGraph estimates the graph objects (tensors, views included) of a
+// pass of a recurrent model against the backend's per-context limit, to
+// bound the sequences of a pass (exceeding the limit aborts inside ggml).
+//
+// The estimate, conservative by design: the layers take at most
+// max(70% of the limit, 250 per layer) objects for a pass of one position
+// per sequence; longer passes add stepNodes per position and recurrent
+// layer up to step positions (hybridForward's deltaStep), beyond that the
+// model's chunked delta-net 60 per recurrent layer and 24 per 64-position
+// chunk and recurrent layer; each sequence adds its copy-on-write state
+// copy (2 + 2 per recurrent layer), its checkpoint captures (4 per
+// recurrent layer) and the copies of the checkpoints its source's slot
+// holds (2 per recurrent layer and checkpoint). Measured on generated
+// models (qwen35 with 4 and 8 layers, qwen35moe): the limit was reached at
+// 3 to 4 times the one-position sequences this allows (63 instead of 17
+// forks for the 4-layer qwen35).
+type passGraph struct {
+	maxNodes  int // the backend's per-context limit
+	layers    int
+	recurrent int // delta-net layers
+}
+
+// stepNodes bounds the graph objects deltaStep adds per position and
+// recurrent layer (about 30: the position's slices, the products, the
+// state update).
+const stepNodes = 40
+
+// maxDeltaStep caps the passes deltaStep runs (see passGraph.step).
+const maxDeltaStep = 16
+
+// newPassGraph reads the limit from the backend and the layer kinds from
+// the model's metadata as the backend holds it (per-layer KV head counts,
+// 0 for a delta-net layer; Load's own metadata read skips arrays). When
+// the counts cannot be read every layer counts as recurrent.
+func newPassGraph(b ml.Backend) passGraph {
+	g := passGraph{maxNodes: newCacheBackend(b).maxNodes}
+	c := b.Config()
+	g.layers = int(c.Uint("block_count"))
+	g.recurrent = g.layers
+	if hc, ok := c.(interface{ HeadCountKV() []uint64 }); ok {
+		g.recurrent = 0
+		for _, h := range hc.HeadCountKV() {
+			if h == 0 {
+				g.recurrent++
+			}
+		}
+	}
+	return g
+}
+
+// step is the longest pass deltaStep may run when no sequence has held
+// more than maxLen positions: one sequence of it fits (0 or 1: the model's
+// chunked delta-net for every pass of more than one position).
+func (g passGraph) step(maxLen int) int {
+	if g.recurrent == 0 {
+		return 0
+	}
+	room := g.maxNodes - g.base(1, 0) - g.perSeq(checkpoints(maxLen))
+	return min(maxDeltaStep, room/(stepNodes*g.recurrent))
+}
+
+// checkpoints bounds the checkpoints a cache slot holds when no sequence
+// has held more than maxLen positions: one per checkpointInterval
+// positions, plus the first and one restored.
+func checkpoints(maxLen int) int { return min(24, maxLen/checkpointInterval+2) }
+
+// checkpointInterval is the recurrent cache's spacing of state checkpoints
+// (kvcache.DefaultCheckpointInterval at v0.17.4).
+const checkpointInterval = 1664
+
+// base is the estimate for the layers of a pass of k positions per
+// sequence, whatever the sequences, where deltaStep runs passes of up to
+// step positions.
+func (g passGraph) base(k, step int) int {
+	b := max(7*g.maxNodes/10, 250*g.layers)
+	switch {
+	case k <= 1:
+	case k <= step:
+		b += g.recurrent * stepNodes * k
+	default:
+		b += g.recurrent * (60 + 24*((k+63)/64))
+	}
+	return b
+}
+
+// perSeq is the estimate for one sequence whose slot holds checkpoints
+// checkpoints.
+func (g passGraph) perSeq(checkpoints int) int {
+	return 2 + 6*g.recurrent + 2*g.recurrent*checkpoints
+}
+
+// seqs is the most sequences a pass of k positions each may hold when no
+// sequence has held more than maxLen positions.
+func (g passGraph) seqs(k, maxLen int) int {
+	return max(1, (g.maxNodes-g.base(k, g.step(maxLen)))/g.perSeq(checkpoints(maxLen)))
 }

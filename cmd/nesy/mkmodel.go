@@ -17,17 +17,19 @@ func newMkmodelCmd() *cobra.Command {
 		seed                              uint64
 		ctx, layers, embd, ffn, heads     int
 		kvHeads, headDim, vocabSize       int
+		experts, expertsUsed              int
 		reference, tied, vision           bool
 	)
 	cmd := &cobra.Command{
-		Use:   "mkmodel --out F.gguf [--arch llama|qwen3|gemma3|qwen35] [--seed N] [--tokenizer tokenizer.json]",
+		Use:   "mkmodel --out F.gguf [--arch llama|qwen3|gemma3|qwen35|qwen35moe] [--seed N] [--tokenizer tokenizer.json]",
 		Short: "Write a tiny random-weight GGUF model for tests and demos",
 		Long: `mkmodel writes a random-weight GGUF model that loads in nesy (and in Ollama or
 llama.cpp) like a real one: llama with a SentencePiece vocabulary (byte
 fallback), qwen3 with a byte-level BPE vocabulary (qwen2 pre-tokenizer and
 merges), gemma3 (262,144-token SentencePiece vocabulary), optionally with a
-tiny vision encoder (--vision), or qwen35 (Qwen3.5's hybrid of gated delta-net
-and full attention layers). Without --tokenizer the vocabulary is a small synthetic one; with it,
+tiny vision encoder (--vision), qwen35 (Qwen3.5's hybrid of gated delta-net
+and full attention layers) or qwen35moe (the same with mixture-of-experts
+feed-forward layers: --experts, --experts-used). Without --tokenizer the vocabulary is a small synthetic one; with it,
 the real vocabulary, merges, special tokens and chat template of a Hugging
 Face tokenizer.json (and the tokenizer_config.json beside it), so the model
 tokenizes exactly as the real one. The same flags and seed give a
@@ -62,6 +64,8 @@ byte-identical file.
 			set("kv-heads", &spec.KVHeads, kvHeads)
 			set("head-dim", &spec.HeadDim, headDim)
 			set("vocab", &spec.VocabSize, vocabSize)
+			set("experts", &spec.Experts, experts)
+			set("experts-used", &spec.ExpertsUsed, expertsUsed)
 			if f.Changed("heads") && !f.Changed("kv-heads") && spec.KVHeads > spec.Heads {
 				spec.KVHeads = spec.Heads
 			}
@@ -109,7 +113,9 @@ byte-identical file.
 	f.Uint64Var(&seed, "seed", 0, "weight generator seed")
 	f.StringVar(&tokenizer, "tokenizer", "", "Hugging Face tokenizer.json to take the vocabulary, special tokens and chat template from")
 	f.IntVar(&ctx, "ctx", 8192, "context length written to the model")
-	f.IntVar(&layers, "layers", 0, "transformer blocks (default 2, qwen35 4; 12 with --reference)")
+	f.IntVar(&layers, "layers", 0, "transformer blocks (default 2, qwen35 and qwen35moe 4; 12 with --reference)")
+	f.IntVar(&experts, "experts", 0, "routed experts per layer (qwen35moe only; default 4)")
+	f.IntVar(&expertsUsed, "experts-used", 0, "experts each token uses (qwen35moe only; default 2)")
 	f.IntVar(&embd, "embd", 0, "hidden size (default 64; 768 with --reference)")
 	f.IntVar(&ffn, "ffn", 0, "feed-forward size (default 128; 2048 with --reference)")
 	f.IntVar(&heads, "heads", 0, "attention heads (default 4; 12 with --reference)")

@@ -124,3 +124,34 @@ func TestPlanCLITinyModel(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCLIHybrid: a user's first steps with Qwen3.5-style models, as in
+// issue 16: nesy mkmodel --arch qwen35 (and qwen35moe), then nesy plan
+// --method cmcts with the written file. Loading used to fail (the search
+// asks for 128 sequence slots); now every plan validates and reaches the
+// goal of the demo task.
+func TestPlanCLIHybrid(t *testing.T) {
+	for _, arch := range []string{gguf.ArchQwen35, gguf.ArchQwen35MoE} {
+		t.Run(arch, func(t *testing.T) {
+			model := filepath.Join(t.TempDir(), arch+".gguf")
+			if out, stderr, code := runNesy(t, "mkmodel", "--arch", arch, "--out", model); code != 0 {
+				t.Fatalf("mkmodel: exit %d\n%s\n%s", code, out, stderr)
+			}
+			domain, problem := "../../examples/blocks/domain.pddl", "../../examples/blocks/problem.pddl"
+			for _, method := range []string{"cmcts", "cgreedy"} {
+				out, stderr, code := runPlanCLI(t, "plan", "--model", model, "--method", method, "--simulations", "2000",
+					"--threads", "1", "--json", "--seed", "1", "--domain", domain, "--problem", problem)
+				var res planJSON
+				if err := json.Unmarshal([]byte(out), &res); err != nil {
+					t.Fatalf("%s: output is not JSON: %v\n%s\n%s", method, err, out, stderr)
+				}
+				if !res.Valid || len(res.Plan) == 0 || (code == 0) != res.GoalReached {
+					t.Fatalf("%s: exit %d, valid %v, goal %v\n%s\n%s", method, code, res.Valid, res.GoalReached, out, stderr)
+				}
+				if method == "cmcts" && !res.GoalReached {
+					t.Fatalf("cmcts did not reach the goal\n%s\n%s", out, stderr)
+				}
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ func writeRead(t *testing.T, s Spec) ([]byte, *fsggml.GGML) {
 
 func TestWriteDeterministic(t *testing.T) {
 	// gemma3 shares llama's code paths and its 262k vocabulary is slow.
-	for _, arch := range []string{ArchLlama, ArchQwen3, ArchQwen35} {
+	for _, arch := range []string{ArchLlama, ArchQwen3, ArchQwen35, ArchQwen35MoE} {
 		t.Run(arch, func(t *testing.T) {
 			s := Default(arch)
 			s.Seed = 7

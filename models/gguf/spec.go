@@ -1,8 +1,9 @@
 // Package gguf writes small random-weight GGUF model files for tests, demos
 // and benchmarks: llama (SentencePiece vocabulary with byte fallback), qwen3
 // (byte-level BPE with the qwen2 pre-tokenizer and merges), gemma3
-// (optionally with a tiny SigLIP vision tower) and qwen35 (Qwen3.5's hybrid
-// of gated delta-net and full attention layers) networks whose weights are
+// (optionally with a tiny SigLIP vision tower), qwen35 (Qwen3.5's hybrid
+// of gated delta-net and full attention layers) and qwen35moe (the same
+// with mixture-of-experts feed-forward layers) networks whose weights are
 // drawn from a seeded generator, with either a small synthetic vocabulary
 // or a real one taken from a Hugging Face tokenizer.json. The same Spec and
 // seed always give a byte-identical file.
@@ -29,10 +30,19 @@ const (
 	// (linear attention, recurrent state) layers for every full attention
 	// layer.
 	ArchQwen35 = "qwen35"
+	// ArchQwen35MoE is ArchQwen35 with a mixture-of-experts feed-forward
+	// network in every layer (routed experts plus a gated shared expert).
+	ArchQwen35MoE = "qwen35moe"
 )
 
 // Archs lists the architectures Write supports.
-func Archs() []string { return []string{ArchLlama, ArchQwen3, ArchGemma3, ArchQwen35} }
+func Archs() []string {
+	return []string{ArchLlama, ArchQwen3, ArchGemma3, ArchQwen35, ArchQwen35MoE}
+}
+
+// hybrid says whether arch is a Qwen3.5 hybrid (delta-net and full
+// attention) network.
+func hybrid(arch string) bool { return arch == ArchQwen35 || arch == ArchQwen35MoE }
 
 // qwen35FullEvery: every fourth qwen35 layer is full attention.
 const qwen35FullEvery = 4
@@ -52,7 +62,7 @@ const (
 // Spec describes a random-weight model. Zero fields take the defaults of
 // Default(Arch).
 type Spec struct {
-	Arch string // ArchLlama (default), ArchQwen3, ArchGemma3 or ArchQwen35
+	Arch string // ArchLlama (default), ArchQwen3, ArchGemma3, ArchQwen35 or ArchQwen35MoE
 	Name string // general.name; default "nesy-test-<arch>"
 	Seed uint64 // weight generator seed
 
@@ -62,6 +72,12 @@ type Spec struct {
 	Heads   int // attention heads
 	KVHeads int // key/value heads (grouped-query attention when < Heads)
 	HeadDim int // per-head size; default Embd/Heads
+
+	// Experts and ExpertsUsed are the routed experts of a qwen35moe
+	// feed-forward layer and how many each token uses (default 4 and 2);
+	// every expert, and the shared expert, is FFN wide.
+	Experts     int
+	ExpertsUsed int
 
 	ContextLength int     // trained context length written to the file; default 8192
 	RopeBase      float32 // default 10000 (llama), 1000000 (qwen3)
@@ -114,6 +130,8 @@ func Default(arch string) Spec {
 		s.Embd, s.Heads, s.KVHeads, s.FFN, s.TiedOutput, s.DType = 32, 2, 1, 64, true, F16
 	case ArchQwen35:
 		s.Layers = 4 // three delta-net layers, one full attention layer
+	case ArchQwen35MoE:
+		s.Layers, s.Experts, s.ExpertsUsed = 4, 4, 2
 	}
 	return s
 }
@@ -166,7 +184,7 @@ func (s Spec) normalize() (Spec, error) {
 	}
 	if s.RopeBase == 0 {
 		s.RopeBase = 10000
-		if s.Arch == ArchQwen3 || s.Arch == ArchQwen35 {
+		if s.Arch == ArchQwen3 || hybrid(s.Arch) {
 			s.RopeBase = 1000000
 		}
 	}
@@ -175,6 +193,19 @@ func (s Spec) normalize() (Spec, error) {
 	}
 	if s.WeightScale == 0 {
 		s.WeightScale = 1
+	}
+	if s.Arch == ArchQwen35MoE {
+		if s.Experts == 0 {
+			s.Experts = d.Experts
+		}
+		if s.ExpertsUsed == 0 {
+			s.ExpertsUsed = min(d.ExpertsUsed, s.Experts)
+		}
+		if s.Experts < 1 || s.ExpertsUsed < 1 || s.ExpertsUsed > s.Experts {
+			return s, fmt.Errorf("gguf: qwen35moe needs 1 <= experts used (%d) <= experts (%d)", s.ExpertsUsed, s.Experts)
+		}
+	} else if s.Experts != 0 || s.ExpertsUsed != 0 {
+		return s, fmt.Errorf("gguf: experts are only generated for %s, not %s", ArchQwen35MoE, s.Arch)
 	}
 	switch {
 	case s.Embd < 1 || s.Layers < 1 || s.FFN < 1 || s.Heads < 1 || s.KVHeads < 1:
@@ -201,7 +232,7 @@ func (s Spec) normalize() (Spec, error) {
 	if s.Tokenizer == nil {
 		var err error
 		switch s.Arch {
-		case ArchQwen3, ArchQwen35:
+		case ArchQwen3, ArchQwen35, ArchQwen35MoE:
 			s.Tokenizer, err = SyntheticBPE(s.VocabSize)
 		case ArchGemma3:
 			s.Tokenizer, err = SyntheticGemma()
@@ -328,7 +359,7 @@ func (s Spec) kv() map[string]any {
 		"rope.freq_base":                   s.RopeBase,
 		"rope.dimension_count":             uint32(s.HeadDim),
 	}
-	if s.Arch == ArchQwen35 {
+	if hybrid(s.Arch) {
 		// Per-layer KV heads: 0 marks a recurrent (delta-net) layer.
 		kvHeads := make([]int32, s.Layers)
 		for i := range kvHeads {
@@ -342,6 +373,12 @@ func (s Spec) kv() map[string]any {
 		kv["ssm.time_step_rank"] = uint32(s.Heads)         // value heads
 		kv["ssm.inner_size"] = uint32(s.Heads * s.HeadDim) // value heads x head size
 		kv["ssm.conv_kernel"] = uint32(4)
+	}
+	if s.Arch == ArchQwen35MoE {
+		kv["expert_count"] = uint32(s.Experts)
+		kv["expert_used_count"] = uint32(s.ExpertsUsed)
+		kv["expert_feed_forward_length"] = uint32(s.FFN)
+		kv["expert_shared_feed_forward_length"] = uint32(s.FFN)
 	}
 	if s.Arch == ArchGemma3 {
 		kv["attention.sliding_window"] = uint32(512)

@@ -36,7 +36,7 @@ func (s Spec) tensors() []tensor {
 	}
 	for i := range s.Layers {
 		p := "blk." + strconv.Itoa(i) + "."
-		if s.Arch == ArchQwen35 {
+		if hybrid(s.Arch) {
 			s.qwen35Layer(add, p, i)
 			continue
 		}
@@ -93,7 +93,8 @@ func (s Spec) tensors() []tensor {
 // (fused QKV projection, output gate, beta/alpha projections, decay
 // parameters, short causal convolution, gated RMS norm) or, every fourth
 // layer, gated full attention (the query projection also yields a sigmoid
-// gate); both with a post-attention norm and a SwiGLU feed-forward.
+// gate); both with a post-attention norm and a SwiGLU feed-forward (for
+// qwen35moe a mixture of experts).
 func (s Spec) qwen35Layer(add func(string, DType, float64, float32, ...int), p string, i int) {
 	wt, h, d := s.DType, s.Embd, s.HeadDim
 	lin := func(fanIn int) float64 { return s.WeightScale / math.Sqrt(float64(fanIn)) }
@@ -118,6 +119,19 @@ func (s Spec) qwen35Layer(add func(string, DType, float64, float32, ...int), p s
 		add(p+"ssm_conv1d.weight", F32, 0.5, 0, 4, qkv)
 		add(p+"ssm_norm.weight", F32, 0, 1, d)
 		add(p+"ssm_out.weight", wt, lin(d*values), 0, d*values, h)
+	}
+	if s.Arch == ArchQwen35MoE {
+		// Router, routed experts (one 3-d tensor per projection) and a
+		// shared expert with a sigmoid gate.
+		add(p+"ffn_gate_inp.weight", F32, lin(h), 0, h, s.Experts)
+		add(p+"ffn_gate_exps.weight", wt, lin(h), 0, h, s.FFN, s.Experts)
+		add(p+"ffn_up_exps.weight", wt, lin(h), 0, h, s.FFN, s.Experts)
+		add(p+"ffn_down_exps.weight", wt, lin(s.FFN), 0, s.FFN, h, s.Experts)
+		add(p+"ffn_gate_inp_shexp.weight", F32, lin(h), 0, h)
+		add(p+"ffn_gate_shexp.weight", wt, lin(h), 0, h, s.FFN)
+		add(p+"ffn_up_shexp.weight", wt, lin(h), 0, h, s.FFN)
+		add(p+"ffn_down_shexp.weight", wt, lin(s.FFN), 0, s.FFN, h)
+		return
 	}
 	add(p+"ffn_gate.weight", wt, lin(h), 0, h, s.FFN)
 	add(p+"ffn_up.weight", wt, lin(h), 0, h, s.FFN)

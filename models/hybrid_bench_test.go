@@ -1,0 +1,98 @@
+package models
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// hybridBenchSpec is the qwen35 model of the hybrid benchmarks: 512 wide,
+// 8 layers (6 gated delta-net, 2 full attention), 1536 FFN, 4 value heads
+// and 2 key heads of 64, a 32,000-token vocabulary, F32 (about 57M
+// parameters, 230 MB): large enough that the forward pass dominates, and
+// with Qwen3.5-4B's ratio of recurrent state to layer weights (0.5%:
+// 128x128x32 state values per layer against about 110M weights), which
+// sets how much of a step is per-sequence state work that batching does
+// not share. NESY_BENCH_HYBRID_HEADS sets the value heads (8 doubles the
+// state's share).
+func hybridBenchSpec() gguf.Spec {
+	s := gguf.Default(gguf.ArchQwen35)
+	s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 512, 8, 1536, 4, 2, 64, 32000, 1
+	s.Heads = envInt("NESY_BENCH_HYBRID_HEADS", s.Heads)
+	return s
+}
+
+// hybridBenchEngine writes the benchmark's qwen35 model into a temporary
+// folder and loads it (NESY_BENCH_THREADS threads, default 1).
+func hybridBenchEngine(b *testing.B) *Engine {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "nesy-hybrid-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "qwen35.gguf")
+	if err := gguf.Write(path, hybridBenchSpec()); err != nil {
+		b.Fatal(err)
+	}
+	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	return e
+}
+
+// BenchmarkHybridForked16 is one decoding step of 16 forks of a 64-token
+// prompt of a qwen35 model: "batched" evaluates the 16 tokens in one Eval
+// call (one forward pass over 16 sequences), "single" in 16 calls in a
+// row. The first step copies each fork's recurrent state (copy on write);
+// every 128 steps the forks are cut back to the prompt (restoring its
+// checkpoint), off the clock. On a busy machine run the two modes in
+// turn, e.g.
+//
+//	for i in 1 2 3 4 5 6; do for m in batched single; do
+//	  go test ./models -run XXX -bench HybridForked16/$m; done; done
+func BenchmarkHybridForked16(b *testing.B) {
+	e := hybridBenchEngine(b)
+	seqs, toks := forkedSetup(b, e)
+	ctx := context.Background()
+	for _, mode := range []string{"batched", "single"} {
+		b.Run(mode, func(b *testing.B) {
+			reqs := make([]EvalRequest, len(seqs))
+			for i, s := range seqs {
+				reqs[i] = EvalRequest{Seq: s, Tokens: toks[i : i+1]}
+			}
+			steps, calls := 0, e.Stats().ModelCalls
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if mode == "batched" {
+					if _, err := e.Eval(ctx, reqs); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					for _, r := range reqs {
+						if _, err := e.Eval(ctx, []EvalRequest{r}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if steps++; steps == 128 {
+					b.StopTimer()
+					for _, s := range seqs {
+						if err := e.Truncate(s, 64); err != nil {
+							b.Fatal(err)
+						}
+					}
+					steps = 0
+					b.StartTimer()
+				}
+			}
+			reportTokens(b, b.N*len(seqs), cpu0)
+			b.ReportMetric(float64(e.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
+		})
+	}
+}

@@ -1,0 +1,311 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// hybridSpecs are generated Qwen3.5 networks of several shapes: the
+// defaults (4 value heads reading 2 key heads), wider heads with a key
+// head per value head, more layers (two full attention layers), F16
+// weights, and mixture-of-experts ones.
+func hybridSpecs() map[string]gguf.Spec {
+	wide := gguf.Default(gguf.ArchQwen35)
+	wide.Embd, wide.Heads, wide.KVHeads, wide.FFN = 128, 4, 4, 256 // 32-wide heads, as many key as value heads
+	deep := gguf.Default(gguf.ArchQwen35)
+	deep.Layers = 8
+	half := gguf.Default(gguf.ArchQwen35)
+	half.DType = gguf.F16
+	moe := gguf.Default(gguf.ArchQwen35MoE)
+	moe8 := gguf.Default(gguf.ArchQwen35MoE)
+	moe8.Experts, moe8.ExpertsUsed, moe8.Layers = 8, 3, 8
+	return map[string]gguf.Spec{
+		"qwen35": gguf.Default(gguf.ArchQwen35), "qwen35-wide": wide, "qwen35-deep": deep,
+		"qwen35-f16": half, "qwen35moe": moe, "qwen35moe-8x3": moe8,
+	}
+}
+
+// TestRecurrentShapes: generated qwen35 and qwen35moe models of several
+// shapes load and evaluate with the sequence slots, batch sizes and logit
+// rows the CLI (plan and bench: 128 slots for the searches), the server
+// (64 slots per running request, 4 running: 256; 128 logit rows) and
+// larger settings use, a prompt over several 64-token delta-net chunks and
+// forks of it included. Loading used to fail above 74 slots (the recurrent
+// cache's checkpoint contexts outgrew the graph-node limit).
+func TestRecurrentShapes(t *testing.T) {
+	settings := []Options{
+		{Sequences: 1},
+		{},                                // 32 slots, batch 512
+		{Sequences: 128},                  // nesy plan/bench --method cmcts
+		{Sequences: 256, MaxLogits: 128},  // nesy serve
+		{Sequences: 512, BatchSize: 2048}, // large
+		{Sequences: 128, BatchSize: 16},   // small batches: prompts in chunks
+		{Sequences: 64, BatchSize: 4096, MaxLogits: 512},
+	}
+	specs := hybridSpecs()
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-deep", "qwen35-f16", "qwen35moe", "qwen35moe-8x3"} {
+		spec := specs[name]
+		for _, o := range settings {
+			if testing.Short() && name != "qwen35" && name != "qwen35moe" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/seqs=%d/batch=%d", name, o.Sequences, o.BatchSize), func(t *testing.T) {
+				e := newTestEngine(t, spec, o)
+				v := e.Info().VocabSize
+				ctx := context.Background()
+				src, err := e.NewSequence()
+				if err != nil {
+					t.Fatal(err)
+				}
+				prompt := testTokens(1, 600, v) // a 512-position pass and a shorter one
+				res, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				finite(t, res[0].Logits[0])
+				forks := min(e.Stats().SequenceSlots-1, 16)
+				var reqs []EvalRequest
+				for i := range forks {
+					f, err := e.Fork(src, len(prompt))
+					if err != nil {
+						t.Fatalf("fork %d: %v", i, err)
+					}
+					reqs = append(reqs, EvalRequest{Seq: f, Tokens: testTokens(10+i, 1, v)})
+				}
+				if forks == 0 {
+					reqs = []EvalRequest{{Seq: src, Tokens: testTokens(10, 1, v)}}
+				}
+				calls := e.Stats().ModelCalls
+				res, err = e.Eval(ctx, reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range res {
+					finite(t, r.Logits[0])
+				}
+				passes := e.Stats().ModelCalls - calls
+				if limit := e.graph.seqs(1, e.maxLen); forks <= limit && passes != 1 {
+					t.Errorf("%d one-position forks took %d passes, want 1 (graph allows %d)", forks, passes, limit)
+				}
+			})
+		}
+	}
+}
+
+// finite fails the test when a logit row is empty or not finite.
+func finite(t *testing.T, row []float32) {
+	t.Helper()
+	if len(row) == 0 {
+		t.Fatal("empty logit row")
+	}
+	for i, x := range row {
+		if x != x || x > 1e30 || x < -1e30 {
+			t.Fatalf("logit %d is %v", i, x)
+		}
+	}
+}
+
+// TestRecurrentPassLimit: passes of as many sequences as passGraph allows
+// build and run (exceeding the backend's graph-node limit would abort the
+// process) for one-position steps, the longest deltaStep passes, one-chunk
+// and 512-position passes, with sources holding one and several
+// recurrent-state checkpoints.
+func TestRecurrentPassLimit(t *testing.T) {
+	specs := hybridSpecs()
+	cases := []struct {
+		spec   string
+		prompt int
+	}{
+		{"qwen35", 150}, {"qwen35", 3500}, {"qwen35-deep", 150}, {"qwen35moe", 150}, {"qwen35moe-8x3", 3500},
+	}
+	for _, c := range cases {
+		for _, k := range []int{1, 0, 64, 512} { // 0: the longest deltaStep pass
+			t.Run(fmt.Sprintf("%s/prompt=%d/k=%d", c.spec, c.prompt, k), func(t *testing.T) {
+				e := newTestEngine(t, specs[c.spec], Options{Sequences: 200, BatchSize: 4096, MaxLogits: 4096})
+				if k == 0 {
+					if k = e.graph.step(e.maxLen + c.prompt); k < 2 {
+						t.Skipf("deltaStep runs one position only (step %d)", k)
+					}
+				}
+				v := e.Info().VocabSize
+				ctx := context.Background()
+				src, _ := e.NewSequence()
+				if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: testTokens(1, c.prompt, v)}}); err != nil {
+					t.Fatal(err)
+				}
+				m := min(e.graph.seqs(k, e.maxLen+k), 4096/k, 199)
+				var reqs []EvalRequest
+				for i := range m {
+					f, err := e.Fork(src, c.prompt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					reqs = append(reqs, EvalRequest{Seq: f, Tokens: testTokens(10+i, k, v)})
+				}
+				calls := e.Stats().ModelCalls
+				if _, err := e.Eval(ctx, reqs); err != nil {
+					t.Fatal(err)
+				}
+				if passes := e.Stats().ModelCalls - calls; passes != 1 {
+					t.Errorf("%d forks of %d positions took %d passes, want 1", m, k, passes)
+				}
+				t.Logf("%d sequences of %d positions in one pass", m, k)
+			})
+		}
+	}
+}
+
+// TestRecurrentBatchedForks: forks of one prompt stepped together in
+// passes over several sequences (the recurrent state copied on first
+// write) give the logits each gets evaluated alone from scratch, step
+// after step; truncating some of them (to a point inside the shared
+// prompt and inside their own continuation) and continuing them together
+// with untouched ones equals a fresh evaluation too.
+func TestRecurrentBatchedForks(t *testing.T) {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35moe"} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEngine(t, hybridSpecs()[name], Options{Sequences: 64})
+			v := e.Info().VocabSize
+			ctx := context.Background()
+			prompt := testTokens(3, 40, v)
+			src, _ := e.NewSequence()
+			if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+				t.Fatal(err)
+			}
+			const n = 16
+			hist := make([][]int32, n)
+			ids := make([]SeqID, n)
+			for i := range ids {
+				f, err := e.Fork(src, len(prompt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i], hist[i] = f, append([]int32{}, prompt...)
+			}
+			// step evaluates cont[i] on fork i, all in one Eval call, and
+			// compares every row with a fresh evaluation of its history.
+			// Continuations of k positions each must share passes as far
+			// as the graph allows (k 0: unequal, not checked).
+			step := func(what string, cont [][]int32, k int) {
+				t.Helper()
+				wantPasses := 0
+				if k > 0 {
+					limit := e.graph.seqs(k, e.maxLen+k)
+					wantPasses = (len(cont) + limit - 1) / limit
+				}
+				var reqs []EvalRequest
+				for i, c := range cont {
+					if len(c) > 0 {
+						reqs = append(reqs, EvalRequest{Seq: ids[i], Tokens: c, AllLogits: true})
+					}
+				}
+				calls := e.Stats().ModelCalls
+				res, err := e.Eval(ctx, reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if passes := e.Stats().ModelCalls - calls; k > 0 && passes != int64(wantPasses) {
+					t.Errorf("%s: %d passes, want %d", what, passes, wantPasses)
+				}
+				r := 0
+				for i, c := range cont {
+					if len(c) == 0 {
+						continue
+					}
+					hist[i] = append(hist[i], c...)
+					want := evalAlone(t, e, hist[i])[len(hist[i])-len(c):]
+					for k := range c {
+						assertClose(t, fmt.Sprintf("%s: fork %d position %d", what, i, k), res[r].Logits[k], want[k], tolFor(e))
+					}
+					r++
+				}
+			}
+			one := func(seed int) [][]int32 {
+				out := make([][]int32, n)
+				for i := range out {
+					out[i] = testTokens(seed+i, 1, v)
+				}
+				return out
+			}
+			step("first step (state copied on write)", one(100), 1)
+			step("second step", one(200), 1)
+			three := make([][]int32, n)
+			for i := range three {
+				three[i] = testTokens(300+i, 3, v)
+			}
+			step("three positions each", three, 3)
+			// Cut fork 0 inside the prompt, fork 1 inside its own
+			// continuation; the others go on unchanged.
+			for i, at := range map[int]int{0: 25, 1: len(prompt) + 2} {
+				if err := e.Truncate(ids[i], at); err != nil {
+					t.Fatal(err)
+				}
+				hist[i] = hist[i][:at]
+			}
+			step("after truncating two forks", one(400), 0)
+			step("after catching up", one(500), 1)
+		})
+	}
+}
+
+// TestRecurrentConcurrentForks: searches of several callers at once, each
+// stepping its own forks of a shared prompt with its own Eval calls; the
+// engine merges their steps into passes over several sequences. Every
+// step's logits equal a fresh evaluation of the fork's history.
+func TestRecurrentConcurrentForks(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchQwen35), Options{Sequences: 64, MergeWindow: time.Millisecond})
+	v := e.Info().VocabSize
+	ctx := context.Background()
+	prompt := testTokens(7, 30, v)
+	src, _ := e.NewSequence()
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+		t.Fatal(err)
+	}
+	const callers, steps = 6, 4
+	got := make([][][]float32, callers)
+	hist := make([][]int32, callers)
+	errs := make([]error, callers)
+	forks := make([]SeqID, callers)
+	for i := range forks {
+		f, err := e.Fork(src, len(prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forks[i], hist[i] = f, append([]int32{}, prompt...)
+	}
+	calls := e.Stats().ModelCalls
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range steps {
+				tok := testTokens(1000+10*i+s, 1, v)
+				res, err := e.Eval(ctx, []EvalRequest{{Seq: forks[i], Tokens: tok}})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				hist[i] = append(hist[i], tok...)
+				got[i] = append(got[i], res[0].Logits[0])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d steps in %d passes", callers*steps, e.Stats().ModelCalls-calls)
+	for i := range callers {
+		want := evalAlone(t, e, hist[i])
+		for s := range steps {
+			assertClose(t, fmt.Sprintf("caller %d step %d", i, s), got[i][s], want[len(prompt)+s], tolFor(e))
+		}
+	}
+}
