@@ -3,7 +3,9 @@
 # machines (e.g. NESY_MARCH=x86-64-v3).
 NESY_MARCH ?= native
 export CGO_ENABLED := 1
-export CGO_CFLAGS := -O3 -march=$(NESY_MARCH)
+# -Wno-deprecated-declarations: go-nvml's cgo files call NVML functions the
+# header marks deprecated; the warnings flooded every fresh build.
+export CGO_CFLAGS := -O3 -march=$(NESY_MARCH) -Wno-deprecated-declarations
 export CGO_CXXFLAGS := -O3 -march=$(NESY_MARCH)
 
 GO ?= go
@@ -16,7 +18,9 @@ build:
 # The test binaries are built with SIMD flags, so a build without them is a
 # failure here (a plain `go test ./...` only warns). go.mod must be tidy;
 # the packages with concurrency of their own also run under the race
-# detector.
+# detector; the browser test of /ui runs where chromium and node are
+# installed (NESY_REQUIRE_UI=1, set by .ci/run, makes their absence a
+# failure).
 RACE_PKGS ?= ./models ./server ./mcts ./pddl ./planner
 test:
 	$(GO) mod tidy -diff
@@ -24,6 +28,13 @@ test:
 	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	NESY_REQUIRE_SIMD=1 $(GO) test -timeout 40m ./...
 	NESY_REQUIRE_SIMD=1 $(GO) test -race -short -timeout 30m $(RACE_PKGS)
+	@if command -v chromium >/dev/null 2>&1 && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		scripts/ui-test.sh; \
+	elif [ "$$NESY_REQUIRE_UI" = 1 ]; then \
+		echo "make test: the browser test of /ui needs chromium, node and npm (NESY_REQUIRE_UI=1)"; exit 1; \
+	else \
+		echo "make test: SKIP the browser test of /ui: install chromium, nodejs and npm (as .ci/run does) to run it"; \
+	fi
 
 # The main job on a fresh machine: build, generate a tiny random-weight qwen3
 # model (with the real Qwen3 vocabulary when ../shared/tokenizers is there),

@@ -16,7 +16,10 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/ui-test}
 mkdir -p "$OUT" bin
 export OUT
-export CGO_ENABLED=1 CGO_CFLAGS="-O3 -march=${NESY_MARCH:-native}" CGO_CXXFLAGS="-O3 -march=${NESY_MARCH:-native}"
+# The Makefile's flags when run from make (the same build cache), else the same values.
+export CGO_ENABLED=1
+export CGO_CFLAGS="${CGO_CFLAGS:--O3 -march=${NESY_MARCH:-native} -Wno-deprecated-declarations}"
+export CGO_CXXFLAGS="${CGO_CXXFLAGS:--O3 -march=${NESY_MARCH:-native}}"
 
 go build -o bin/nesy ./cmd/nesy
 if [ ! -d server/web/node_modules ]; then
