@@ -341,3 +341,29 @@ func TestSlowClients(t *testing.T) {
 		})
 	})
 }
+
+// TestProblemNames: a problem naming another domain, or declaring an object
+// twice, is refused with the positions (package pddl only warns).
+func TestProblemNames(t *testing.T) {
+	ts := startServer(t, Options{})
+	for _, tc := range []struct {
+		name, problem string
+		want          []Position
+	}{
+		{"other domain", "(define (problem p)\n (:domain logistics)\n (:objects a b)\n (:init (handempty) (ontable a) (ontable b) (clear a) (clear b))\n (:goal (on a b)))",
+			[]Position{{"problem.pddl", 2, 11, "the problem is for domain logistics, but the domain is blocksworld-4ops"}}},
+		{"duplicate object", "(define (problem p)\n (:domain blocksworld-4ops)\n (:objects a b\n  a)\n (:init (handempty) (ontable a) (ontable b) (clear a) (clear b))\n (:goal (on a b)))",
+			[]Position{{"problem.pddl", 4, 3, "object a declared twice (first at problem.pddl:3:12)"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": tc.problem, "method": "cgreedy"})
+			if status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			e := apiErr(t, body)
+			if e.Code != CodeBadPDDL || fmt.Sprint(e.Positions) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %s %+v, want bad_pddl at %+v", e.Code, e.Positions, tc.want)
+			}
+		})
+	}
+}

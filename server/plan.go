@@ -177,7 +177,8 @@ type PlanEvent struct {
 	Method string       `json:"method,omitempty"`
 	Task   *TaskSummary `json:"task,omitempty"`
 
-	// action, invalid
+	// action, invalid: Index counts actions from 0 and is always sent
+	// for these events (MarshalJSON), the first one's 0 included.
 	Index  int      `json:"index,omitempty"`
 	Action string   `json:"action,omitempty"` // PDDL syntax
 	Text   string   `json:"text,omitempty"`   // lexicon text (as written)
@@ -190,6 +191,19 @@ type PlanEvent struct {
 
 	Result *PlanResponse `json:"result,omitempty"`
 	Error  *apiError     `json:"error,omitempty"`
+}
+
+// MarshalJSON writes the event, with "index" on every action and invalid
+// event (omitempty would drop the first action's 0).
+func (ev PlanEvent) MarshalJSON() ([]byte, error) {
+	type plain PlanEvent // without this method
+	if ev.Event != "action" && ev.Event != "invalid" {
+		return json.Marshal(plain(ev))
+	}
+	return json.Marshal(struct {
+		plain
+		Index int `json:"index"`
+	}{plain(ev), ev.Index})
 }
 
 // planJob is a checked plan request with its grounded task.
@@ -318,7 +332,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("plan request failed", "method", req.Method, "model", entry.name, "code", ae.Code, "err", ae.Message)
 		}
 		if stream != nil {
-			stream.send(PlanEvent{Event: "error", Error: asAPIError(err)})
+			stream.send(PlanEvent{Event: "error", Seconds: timings.PlanSeconds, Error: asAPIError(err)})
 			return
 		}
 		writeError(w, err)
@@ -350,10 +364,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	}
 	if stream != nil {
 		if final != nil {
-			stream.send(PlanEvent{Event: "error", Error: asAPIError(final)})
+			stream.send(PlanEvent{Event: "error", Seconds: timings.PlanSeconds, Error: asAPIError(final)})
 			return
 		}
-		stream.send(PlanEvent{Event: "result", Result: resp})
+		stream.send(PlanEvent{Event: "result", Seconds: timings.PlanSeconds, Result: resp})
 		return
 	}
 	if final != nil {
@@ -466,6 +480,9 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 		if err != nil {
 			return nil, nil, "", pddlError("problem", err)
 		}
+		if err := checkProblemNames(d, p); err != nil {
+			return nil, nil, "", pddlError("problem", err)
+		}
 		task, _, err = pddl.GroundContext(ctx, d, p, s.groundLimits())
 		if err != nil {
 			return nil, nil, "", groundError(ctx, err)
@@ -492,6 +509,25 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 		}
 	}
 	return task, lex, goalText, nil
+}
+
+// checkProblemNames refuses, with positions, what package pddl only warns
+// about but a request almost surely got wrong: a problem for another
+// domain, and an object declared twice in the problem.
+func checkProblemNames(d *pddl.Domain, p *pddl.Problem) error {
+	var errs pddl.ErrorList
+	if p.DomainName != "" && !strings.EqualFold(p.DomainName, d.Name) {
+		errs.Addf(p.DomainPos, "the problem is for domain %s, but the domain is %s", p.DomainName, d.Name)
+	}
+	first := map[string]pddl.Pos{}
+	for _, o := range p.Objects {
+		if at, dup := first[o.Name]; dup {
+			errs.Addf(o.Pos, "object %s declared twice (first at %s)", o.Name, at)
+			continue
+		}
+		first[o.Name] = o.Pos
+	}
+	return errs.Err()
 }
 
 // groundLimits are the grounding limits of a request: MaxGroundActions
