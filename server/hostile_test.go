@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -365,5 +366,16 @@ func TestProblemNames(t *testing.T) {
 				t.Fatalf("got %s %+v, want bad_pddl at %+v", e.Code, e.Positions, tc.want)
 			}
 		})
+	}
+}
+
+// TestNoServerPaths: errors about the datasets folder name it as
+// <datasets>, not by its absolute path.
+func TestNoServerPaths(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-datasets")
+	ts := startServer(t, Options{Datasets: missing})
+	status, _, body := ts.do("POST", "/v1/plan", map[string]any{"env": "blocksworld", "task": "instance-2", "method": "cgreedy"})
+	if status < 400 || status >= 500 || strings.Contains(string(body), missing) {
+		t.Fatalf("got %d %s: want a 4xx without the path %s", status, body, missing)
 	}
 }

@@ -151,7 +151,7 @@ func (r *registry) resolve(name string) (string, string, error) {
 				return sm.Name, sm.Path, nil
 			}
 			if !errors.Is(err, models.ErrModelNotFound) && !errors.Is(err, fs.ErrNotExist) {
-				return "", "", errorf(http.StatusUnprocessableEntity, CodeBadModel, "model %q: %v", name, err)
+				return "", "", errorf(http.StatusUnprocessableEntity, CodeBadModel, "model %q: %s", name, hidePath(err.Error(), r.store.Root, "<ollama-models>"))
 			}
 		}
 	}
@@ -197,7 +197,7 @@ func (r *registry) acquire(ctx context.Context, name string) (*modelEntry, func(
 		// A malformed file is refused before room is made for it, so
 		// that no idle model is unloaded for nothing.
 		if err := models.CheckModel(path); err != nil {
-			return nil, nil, loadError(name, path, err)
+			return nil, nil, r.hidePaths(loadError(name, path, err))
 		}
 	}
 	r.mu.Lock()
@@ -247,7 +247,7 @@ func (r *registry) load(e *modelEntry) {
 	r.mu.Lock()
 	e.loadDur = time.Since(start)
 	if err != nil {
-		e.err = loadError(e.name, e.path, err)
+		e.err = r.hidePaths(loadError(e.name, e.path, err))
 		delete(r.loaded, e.path) // the next request tries again
 		r.log.Error("model load failed", "model", e.name, "err", err)
 	} else if r.closed {
@@ -259,6 +259,15 @@ func (r *registry) load(e *modelEntry) {
 	}
 	close(e.ready)
 	r.mu.Unlock()
+}
+
+// hidePaths removes the models folder and the Ollama store's paths from
+// an answer's message.
+func (r *registry) hidePaths(err error) error {
+	if ae, ok := err.(*apiError); ok {
+		ae.Message = hidePath(hidePath(ae.Message, r.dir, "<models-dir>"), r.store.Root, "<ollama-models>")
+	}
+	return err
 }
 
 // loadError maps a model load error to its answer; the file's path, which
