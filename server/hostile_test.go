@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,44 +30,75 @@ const (
  (:init) (:goal (g)))`
 )
 
-// TestExplosiveGroundingRefused: eight concurrent copies of the 443-byte
-// request are all refused with 422 too_many_actions naming the action and
-// the estimate, and a normal plan request is served afterwards.
+// TestExplosiveGroundingRefused: concurrent copies of requests whose
+// grounding explodes are all refused with 422 too_many_actions naming the
+// action and the estimate, allocating far less than the 1 GB the issue
+// bounds RSS by (they allocated gigabytes each), and a normal plan request
+// is served afterwards.
 func TestExplosiveGroundingRefused(t *testing.T) {
 	ts := startServer(t, Options{MaxConcurrent: 2})
-	bomb := map[string]any{"domain": wideDomain6, "problem": wideProblem20, "method": "cgreedy"}
-	var wg sync.WaitGroup
-	type answer struct {
-		status int
-		body   []byte
+	var objs40 strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&objs40, "b%d ", i)
 	}
-	answers := make([]answer, 8)
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status, _, body := ts.do("POST", "/v1/plan", bomb)
-			answers[i] = answer{status, body}
-		}()
+	tests := []struct {
+		name            string
+		domain, problem string
+		copies          int
+		want            string // the message, whole
+	}{
+		{
+			// The server's cap is 100,000 actions; the estimate's is 100
+			// times that: refused before any join.
+			name: "443 bytes", domain: wideDomain6, problem: wideProblem20, copies: 8,
+			want: "grounding: domain.pddl:3:11: action a: up to 64000000 ground actions (20 * 20 * 20 * 20 * 20 * 20), over the limit of 10000000",
+		},
+		{
+			// 40^4 = 2,560,000: under the estimate's cap, so the join runs
+			// and stops at 4 times the action cap of bindings.
+			name:    "4 parameters over 40 objects",
+			domain:  strings.Replace(wideDomain6, "?x0 ?x1 ?x2 ?x3 ?x4 ?x5", "?x0 ?x1 ?x2 ?x3", 1),
+			problem: fmt.Sprintf("(define (problem p) (:domain wide) (:objects %s- block) (:init) (:goal (g)))", objs40.String()),
+			copies:  4,
+			want:    "grounding: domain.pddl:3:11: action a: more than 400000 join bindings (estimated up to 2560000 ground actions: 40 * 40 * 40 * 40); the task is too large to ground",
+		},
 	}
-	wg.Wait()
-	for i, a := range answers {
-		if a.status != http.StatusUnprocessableEntity {
-			t.Fatalf("request %d: status %d: %s", i, a.status, a.body)
-		}
-		e := apiErr(t, a.body)
-		if e.Code != CodeTooManyActions {
-			t.Fatalf("request %d: code %q: %s", i, e.Code, a.body)
-		}
-		// The server's cap is 100,000 actions; the estimate's cap is 100
-		// times that.
-		want := "grounding: domain.pddl:3:11: action a: up to 64000000 ground actions (20 * 20 * 20 * 20 * 20 * 20), over the limit of 10000000"
-		if e.Message != want {
-			t.Fatalf("request %d: message %q, want %q", i, e.Message, want)
-		}
-		if len(e.Positions) != 1 || e.Positions[0].Line != 3 {
-			t.Fatalf("request %d: positions %+v", i, e.Positions)
-		}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			var wg sync.WaitGroup
+			type answer struct {
+				status int
+				body   []byte
+			}
+			answers := make([]answer, tc.copies)
+			for i := range answers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": tc.domain, "problem": tc.problem, "method": "cgreedy"})
+					answers[i] = answer{status, body}
+				}()
+			}
+			wg.Wait()
+			runtime.ReadMemStats(&after)
+			for i, a := range answers {
+				if a.status != http.StatusUnprocessableEntity {
+					t.Fatalf("request %d: status %d: %s", i, a.status, a.body)
+				}
+				e := apiErr(t, a.body)
+				if e.Code != CodeTooManyActions || e.Message != tc.want {
+					t.Fatalf("request %d: %s %q, want too_many_actions %q", i, e.Code, e.Message, tc.want)
+				}
+				if len(e.Positions) != 1 || e.Positions[0].Line != 3 {
+					t.Fatalf("request %d: positions %+v", i, e.Positions)
+				}
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<30 {
+				t.Fatalf("the %d requests allocated %d MiB", tc.copies, alloc>>20)
+			}
+		})
 	}
 	status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": "cgreedy"})
 	if status != http.StatusOK {
