@@ -264,3 +264,38 @@ func BenchmarkEstimateRefusal(b *testing.B) {
 		}
 	}
 }
+
+func TestIsSubtype(t *testing.T) {
+	tests := []struct {
+		name  string
+		types string
+		sub   []string // pairs sub anc that hold
+		not   []string // pairs that do not
+	}{
+		{"tree", "car truck - vehicle vehicle - thing place - thing", []string{"car thing", "truck vehicle", "thing object", "car car"},
+			[]string{"thing car", "car truck", "place vehicle", "car nosuch"}},
+		{"either parents", "a - (either b c) b c - d", []string{"a b", "a c", "a d"}, []string{"b a", "b c"}},
+		{"declared twice", "a - b a - c", []string{"a b", "a c"}, []string{"b c"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, err := ParseDomain("d.pddl", []byte("(define (domain x) (:requirements :typing) (:types "+tc.types+"))"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt := newTypeTree(d, nil)
+			for _, want := range []bool{true, false} {
+				pairs := tc.sub
+				if !want {
+					pairs = tc.not
+				}
+				for _, pair := range pairs {
+					sub, anc, _ := strings.Cut(pair, " ")
+					if got := tt.isSubtype(sub, anc); got != want {
+						t.Errorf("isSubtype(%s, %s) = %v, want %v", sub, anc, got, want)
+					}
+				}
+			}
+		})
+	}
+}
