@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -389,14 +390,16 @@ func (r *registry) list() []modelInfo {
 		}
 		add(mi, r.defPath)
 	}
-	if r.dir != "" {
+	root, err := os.OpenRoot(r.dir)
+	if r.dir != "" && err == nil {
+		defer root.Close()
 		_ = filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".gguf") {
 				return nil
 			}
 			rel, err := filepath.Rel(r.dir, p)
-			if err != nil {
-				return nil
+			if err != nil || !loadableIn(root, rel) {
+				return nil // what resolve would refuse is not listed
 			}
 			mi := modelInfo{Name: strings.TrimSuffix(filepath.ToSlash(rel), ".gguf"), Source: "models_dir"}
 			if fi, err := d.Info(); err == nil {
@@ -417,6 +420,22 @@ func (r *registry) list() []modelInfo {
 	}
 	slices.SortStableFunc(out, func(a, b modelInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// loadableIn reports whether rel is a regular file inside root (a symbolic
+// link out of it is not) that starts with the GGUF magic.
+func loadableIn(root *os.Root, rel string) bool {
+	f, err := root.Open(rel)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	var magic [4]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && string(magic[:]) == "GGUF"
 }
 
 // close unloads every model, waiting for loads in progress.

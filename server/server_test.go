@@ -249,6 +249,20 @@ func TestModelNamesStayInside(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ts.dir, "link.gguf")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(ts.dir, "junk.gguf"), []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /v1/models lists only what can load: not the link out, not the junk.
+	_, _, body := ts.do("GET", "/v1/models", nil)
+	var listed modelsResponse
+	mustJSON(t, body, &listed)
+	var names []string
+	for _, mi := range listed.Models {
+		names = append(names, mi.Name)
+	}
+	if slices.Contains(names, "link") || slices.Contains(names, "junk") || !slices.Contains(names, "tiny-llama") {
+		t.Errorf("/v1/models lists %v", names)
+	}
 	for _, name := range []string{"../tiny-qwen3", "../tiny-qwen3.gguf", outside, "link", "link.gguf", "/etc/passwd", "..", "a/../../tiny-qwen3"} {
 		t.Run(name, func(t *testing.T) {
 			status, _, body := ts.do("POST", "/api/generate", map[string]any{"model": name, "prompt": "x", "stream": false})
