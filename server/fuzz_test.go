@@ -16,7 +16,7 @@ import (
 // stay within the grounding limits. Run: go test ./server/ -run '^$'
 // -fuzz FuzzPlanTask -fuzztime 10m.
 func FuzzPlanTask(f *testing.F) {
-	chainDomain, chainProblem := slowGroundingTask(40)
+	chainDomain, chainProblem := slowGroundingTask(40, 40)
 	for _, seed := range [][2]string{
 		{bwDomain, bwProblem},
 		{bwDomain, bwShort},
