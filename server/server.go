@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -105,7 +106,9 @@ type Options struct {
 	// nil means none are exported. cmd/nesy passes NVML readings (package
 	// models' GPU discovery).
 	GPUStats func() []GPUStat
-	// Version is reported by /api/version and /healthz; "" means "dev".
+	// Version is reported by /api/version and /healthz; "" means the
+	// build's: its module version, else "dev-" and its VCS revision, else
+	// "dev".
 	Version string
 	// Logger receives request and lifecycle logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -179,12 +182,38 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Version == "" {
-		o.Version = "dev"
+		bi, _ := debug.ReadBuildInfo()
+		o.Version = buildVersion(bi)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// buildVersion names a build: its main module's version (a tagged
+// install), else "dev-" and the first 12 characters of its VCS revision
+// ("-dirty" with uncommitted changes), else "dev".
+func buildVersion(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return "dev-" + rev[:min(12, len(rev))] + dirty
 }
 
 func (o Options) store() models.Store {

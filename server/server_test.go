@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -429,6 +430,27 @@ func TestTruncatedModel(t *testing.T) {
 			}
 			if n := len(ts.s.models.engines()); n != 2 {
 				t.Fatalf("%d engines loaded after the failed load, want 2 (nothing unloaded)", n)
+			}
+		})
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}}
+	for _, tc := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"no build info", nil, "dev"},
+		{"tagged", &debug.BuildInfo{Main: debug.Module{Version: "v0.3.1"}, Settings: rev}, "v0.3.1"},
+		{"revision", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: rev}, "dev-0123456789ab"},
+		{"dirty", &debug.BuildInfo{Settings: append(rev, debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, "dev-0123456789ab-dirty"},
+		{"nothing known", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := buildVersion(tc.bi); got != tc.want {
+				t.Fatalf("buildVersion = %q, want %q", got, tc.want)
 			}
 		})
 	}
