@@ -58,6 +58,15 @@ type genCall struct {
 	// Ollama's clients send to load a model; the answer is done at once
 	// with done_reason "load".
 	loadOnly bool
+	// unload: loadOnly with keep_alive 0, as `ollama stop` sends: the
+	// model is unloaded if idle (never the server's default model) and the
+	// answer's done_reason is "unload".
+	unload bool
+}
+
+// unloads reports whether a load-only request asks to unload (keep_alive 0).
+func unloads(loadOnly bool, keepAlive *api.Duration) bool {
+	return loadOnly && keepAlive != nil && keepAlive.Duration == 0
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +87,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	think := req.Think != nil && req.Think.Bool()
 	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts,
 		loadOnly: req.Prompt == "" && len(req.Images) == 0 && len(req.Context) == 0}
+	call.unload = unloads(call.loadOnly, req.KeepAlive)
 	call.render = func(lm models.LM) ([]int32, [][]byte, error) {
 		var ctxToks []int32
 		for _, t := range req.Context {
@@ -150,6 +160,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	think := req.Think != nil && req.Think.Bool()
 	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts, loadOnly: len(req.Messages) == 0}
+	call.unload = unloads(call.loadOnly, req.KeepAlive)
 	call.render = func(lm models.LM) ([]int32, [][]byte, error) {
 		var msgs []models.Message
 		for i, m := range req.Messages {
@@ -206,8 +217,15 @@ func unsupported(format []byte, tools api.Tools, suffix, template string) error 
 // sampling, streaming or one JSON answer.
 func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *genCall) {
 	start := time.Now()
-	if _, _, err := s.models.resolve(call.model); err != nil {
+	name, _, err := s.models.resolve(call.model)
+	if err != nil {
 		writeError(w, err) // unknown model: no need to queue
+		return
+	}
+	if call.unload {
+		s.models.unload(call.model)
+		writeJSON(w, http.StatusOK, call.finish(time.Now().UTC(), name, genResult{reason: "unload"}, nil,
+			api.Metrics{TotalDuration: time.Since(start)}))
 		return
 	}
 	ctx, cancel := s.workContext(r)

@@ -262,6 +262,20 @@ func (r *registry) load(e *modelEntry) {
 	r.mu.Unlock()
 }
 
+// unload unloads a model now if it is loaded and idle (keep_alive 0); the
+// default model stays, and a model in use is left to its keep-alive.
+func (r *registry) unload(name string) {
+	_, path, err := r.resolve(name)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.loaded[path]; ok && e.refs == 0 && path != r.defPath && e.engine != nil {
+		r.unloadLocked(e, "keep_alive 0")
+	}
+}
+
 // hidePaths removes the models folder and the Ollama store's paths from
 // an answer's message.
 func (r *registry) hidePaths(err error) error {

@@ -225,6 +225,25 @@ func TestOllamaClient(t *testing.T) {
 			t.Errorf("load-only chat answer %+v", chat)
 		}
 	})
+	t.Run("keep_alive 0 unloads", func(t *testing.T) {
+		// As `ollama stop` does; the server's default model stays loaded.
+		if n := len(ts.s.models.engines()); n != 2 {
+			t.Fatalf("%d engines loaded before, want the default and tiny-llama", n)
+		}
+		for _, model := range []string{"tiny-llama", ts.model} {
+			var got []api.GenerateResponse
+			if err := c.Generate(ctx, &api.GenerateRequest{Model: model, KeepAlive: &api.Duration{}},
+				func(r api.GenerateResponse) error { got = append(got, r); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || !got[0].Done || got[0].DoneReason != "unload" {
+				t.Fatalf("%s: answer %+v", model, got)
+			}
+		}
+		if n := len(ts.s.models.engines()); n != 1 {
+			t.Fatalf("%d engines loaded after, want the default alone", n)
+		}
+	})
 	t.Run("errors", func(t *testing.T) {
 		err := c.Generate(ctx, &api.GenerateRequest{Model: "no-such-model", Prompt: "x"}, func(api.GenerateResponse) error { return nil })
 		var se api.StatusError
