@@ -33,6 +33,26 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// handlePs answers GET /api/ps: the loaded models, as Ollama's ps.
+func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) {
+	resp := api.ProcessResponse{Models: []api.ProcessModelResponse{}}
+	for _, m := range s.models.list() {
+		if !m.Loaded {
+			continue
+		}
+		pm := api.ProcessModelResponse{Name: m.Name, Model: m.Name, Size: m.Size, Digest: m.Digest, ExpiresAt: m.ExpiresAt,
+			ContextLength: m.ContextLength, Details: api.ModelDetails{Format: "gguf", Family: m.Arch, Families: []string{m.Arch}}}
+		if m.Params > 0 {
+			pm.Details.ParameterSize = formatParams(m.Params)
+		}
+		if m.Device != "" && m.Device != "CPU" {
+			pm.SizeVRAM = m.Size
+		}
+		resp.Models = append(resp.Models, pm)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
 // formatParams writes a parameter count as Ollama does ("4.0B", "134M").
 func formatParams(n int64) string {
 	switch {

@@ -87,6 +87,8 @@ type modelInfo struct {
 	Device        string `json:"device,omitempty"`
 	Sequences     int    `json:"sequences_in_use,omitempty"`
 	Slots         int    `json:"sequence_slots,omitempty"`
+	// ExpiresAt is when an idle loaded model will be unloaded (zero: never).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 func newRegistry(o Options, log *slog.Logger) *registry {
@@ -393,6 +395,9 @@ func (r *registry) list() []modelInfo {
 			mi.Arch, mi.Family, mi.Params = info.Arch, info.Family, info.Params
 			mi.ContextLength, mi.Device = info.ContextLength, info.Device
 			mi.Sequences, mi.Slots = st.SequencesInUse, st.SequenceSlots
+			if r.keepAlive > 0 && path != r.defPath {
+				mi.ExpiresAt = e.lastUsed.Add(r.keepAlive)
+			}
 		}
 		r.mu.Unlock()
 		out = append(out, mi)

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
@@ -223,6 +224,23 @@ func TestOllamaClient(t *testing.T) {
 		}
 		if len(chat) != 1 || !chat[0].Done || chat[0].DoneReason != "load" {
 			t.Errorf("load-only chat answer %+v", chat)
+		}
+	})
+	t.Run("ps", func(t *testing.T) {
+		ps, err := c.ListRunning(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]api.ProcessModelResponse{}
+		for _, m := range ps.Models {
+			byName[m.Name] = m
+		}
+		def, llama := byName[ts.model], byName["tiny-llama"]
+		if len(ps.Models) != 2 || def.Details.Family != gguf.ArchQwen3 || def.ContextLength == 0 || !def.ExpiresAt.IsZero() {
+			t.Errorf("ps: default model %+v (all %+v)", def, ps.Models)
+		}
+		if llama.Details.Family != gguf.ArchLlama || !llama.ExpiresAt.After(time.Now()) {
+			t.Errorf("ps: tiny-llama %+v", llama)
 		}
 	})
 	t.Run("keep_alive 0 unloads", func(t *testing.T) {
