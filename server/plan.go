@@ -531,12 +531,11 @@ func checkProblemNames(d *pddl.Domain, p *pddl.Problem) error {
 }
 
 // groundLimits are the grounding limits of a request: MaxGroundActions
-// counted, four times as many join bindings kept (about 250 bytes each), an
-// estimate up to 100 times the actions (the estimate ignores fluent
-// preconditions, so it may exceed the true count), MaxGroundSteps of work.
+// counted, four times as many join bindings kept (about 250 bytes each),
+// MaxGroundEstimate before the joins, MaxGroundSteps of work.
 func (s *Server) groundLimits() pddl.GroundLimits {
 	n := s.opts.MaxGroundActions
-	return pddl.GroundLimits{MaxActions: n, MaxBindings: 4 * n, MaxEstimate: 100 * float64(n), MaxSteps: s.opts.MaxGroundSteps}
+	return pddl.GroundLimits{MaxActions: n, MaxBindings: 4 * n, MaxEstimate: s.opts.MaxGroundEstimate, MaxSteps: s.opts.MaxGroundSteps}
 }
 
 // groundError maps a grounding error: a limit is 422 too_many_actions

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/pddl"
 )
 
 // Options configure a Server. The zero value of every field is a usable
@@ -57,13 +58,21 @@ type Options struct {
 	// beyond); 0 means 1 MiB.
 	MaxPDDLBytes int
 	// MaxGroundActions bounds the grounded actions of a task (422
-	// too_many_actions beyond); 0 means 100000. Grounding also refuses a
-	// task whose actions are estimated (before any join) above 100 times
-	// this, or whose joins keep more than 4 times this many bindings.
+	// too_many_actions beyond); 0 means 100000. Grounding also stops when
+	// its joins keep more than 4 times this many bindings.
 	MaxGroundActions int
+	// MaxGroundEstimate refuses, before any join, a task with an action
+	// whose ground actions or join bindings are estimated above it (an
+	// upper bound from the objects each variable may take; it ignores
+	// fluent preconditions, so it can exceed the true count a
+	// thousandfold, as on IPC's caldera); 0 means 100 times
+	// MaxGroundActions.
+	MaxGroundEstimate float64
 	// MaxGroundSteps bounds the work of grounding one task (join steps,
 	// quantifier and type-hierarchy steps; 422 too_many_actions beyond);
-	// 0 means 50,000,000 (a few seconds of CPU).
+	// 0 means pddl.DefaultMaxGroundSteps (200,000,000: up to tens of
+	// seconds of CPU; IPC's airport-adl needs 50-100M steps for 5,000
+	// actions).
 	MaxGroundSteps int
 	// MaxSeconds caps a plan request's seconds budget (and is its default
 	// when MaxSeconds is below 60); 0 means 600.
@@ -146,7 +155,10 @@ func (o Options) withDefaults() Options {
 	o.MaxQueue = max(o.MaxQueue, 0)
 	def(&o.MaxPDDLBytes, 1<<20)
 	def(&o.MaxGroundActions, 100000)
-	def(&o.MaxGroundSteps, 50_000_000)
+	if o.MaxGroundEstimate == 0 {
+		o.MaxGroundEstimate = 100 * float64(o.MaxGroundActions)
+	}
+	def(&o.MaxGroundSteps, pddl.DefaultMaxGroundSteps)
 	def(&o.MaxSimulations, 100000)
 	def(&o.MaxTokens, 8192)
 	def(&o.MaxActions, 1000)

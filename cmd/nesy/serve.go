@@ -11,6 +11,7 @@ import (
 
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gpu"
+	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/server"
 )
 
@@ -86,8 +87,9 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.DurationVar(&o.QueueTimeout, "queue-timeout", 2*time.Minute, "longest wait for a slot before a 503")
 	f.Int64Var(&maxBody, "max-body", 8<<20, "largest request body in bytes (413 beyond)")
 	f.IntVar(&o.MaxPDDLBytes, "max-pddl", 1<<20, "largest domain or problem text in bytes (413 beyond)")
-	f.IntVar(&o.MaxGroundActions, "max-ground-actions", 100000, "most grounded actions a task may have (422 beyond; also refused: an estimate over 100 times this, or 4 times this many join bindings)")
-	f.IntVar(&o.MaxGroundSteps, "max-ground-steps", 50_000_000, "most steps of work grounding one task may take (422 beyond)")
+	f.IntVar(&o.MaxGroundActions, "max-ground-actions", 100000, "most grounded actions a task may have (422 beyond; grounding also stops at 4 times this many join bindings)")
+	f.Float64Var(&o.MaxGroundEstimate, "max-ground-estimate", 0, "refuse before grounding an action estimated (from its objects and static facts, an upper bound) above this many ground actions (0: 100 times --max-ground-actions)")
+	f.IntVar(&o.MaxGroundSteps, "max-ground-steps", pddl.DefaultMaxGroundSteps, "most steps of work grounding one task may take (422 beyond)")
 	f.Float64Var(&o.MaxSeconds, "max-seconds", 600, "cap on a plan request's seconds budget")
 	f.IntVar(&o.MaxSimulations, "max-simulations", 100000, "cap on a plan request's MCTS simulations")
 	f.IntVar(&o.MaxTokens, "max-tokens", 8192, "cap on a request's token budget")
