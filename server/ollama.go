@@ -3,9 +3,11 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/ollama/ollama/api"
+	ollamamodel "github.com/ollama/ollama/types/model"
 
 	"github.com/nesy-dev/nesy/models"
 )
@@ -29,6 +31,50 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 			lm.Details.ParameterSize = formatParams(m.Params)
 		}
 		resp.Models = append(resp.Models, lm)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleShow answers POST /api/show: a model's details from its GGUF
+// metadata, without loading it.
+func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
+	var req api.ShowRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	name := req.Model
+	if name == "" {
+		name = req.Name
+	}
+	if name == "" {
+		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "no model given"))
+		return
+	}
+	canon, path, err := s.models.resolve(name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	info, err := models.ReadFileInfo(path)
+	if err != nil {
+		writeError(w, s.models.hidePaths(loadError(canon, path, err)))
+		return
+	}
+	resp := api.ShowResponse{
+		Details: api.ModelDetails{Format: "gguf", Family: info.Arch, Families: []string{info.Arch}, QuantizationLevel: info.FileType},
+		ModelInfo: map[string]any{"general.architecture": info.Arch, info.Arch + ".context_length": info.ContextLength,
+			"general.parameter_count": info.Params},
+		Capabilities: []ollamamodel.Capability{ollamamodel.CapabilityCompletion},
+	}
+	if info.Params > 0 {
+		resp.Details.ParameterSize = formatParams(info.Params)
+	}
+	if info.Vision {
+		resp.Capabilities = append(resp.Capabilities, ollamamodel.CapabilityVision)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		resp.ModifiedAt = fi.ModTime()
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

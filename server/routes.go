@@ -37,6 +37,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/version", s.handleVersion)
 	handle("GET /api/tags", s.handleTags)
 	handle("GET /api/ps", s.handlePs)
+	handle("POST /api/show", s.handleShow)
 	handle("POST /api/generate", s.handleGenerate)
 	handle("POST /api/chat", s.handleChat)
 	handle("GET /{$}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "nesy is running\n") })

@@ -226,6 +226,24 @@ func TestOllamaClient(t *testing.T) {
 			t.Errorf("load-only chat answer %+v", chat)
 		}
 	})
+	t.Run("show", func(t *testing.T) {
+		// From the files' metadata (show never loads a model).
+		for _, tc := range []struct{ model, family string }{{ts.model, gguf.ArchQwen3}, {"tiny-llama", gguf.ArchLlama}} {
+			sr, err := c.Show(ctx, &api.ShowRequest{Model: tc.model})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sr.Details.Family != tc.family || sr.ModelInfo["general.architecture"] != tc.family ||
+				sr.ModelInfo[tc.family+".context_length"] == nil || !slices.Contains(sr.Capabilities, "completion") {
+				t.Errorf("show %s: %+v", tc.model, sr)
+			}
+		}
+		_, err := c.Show(ctx, &api.ShowRequest{Model: "no-such-model"})
+		var se api.StatusError
+		if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound {
+			t.Errorf("show of an unknown model: %v", err)
+		}
+	})
 	t.Run("ps", func(t *testing.T) {
 		ps, err := c.ListRunning(ctx)
 		if err != nil {
