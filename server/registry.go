@@ -400,6 +400,12 @@ func (r *registry) list() []modelInfo {
 			}
 		}
 		r.mu.Unlock()
+		if !mi.Loaded {
+			// From the file's metadata (arrays skipped: a few reads).
+			if info, err := models.ReadFileInfo(path); err == nil {
+				mi.Arch, mi.Family, mi.Params, mi.ContextLength = info.Arch, info.Arch, info.Params, info.ContextLength
+			}
+		}
 		out = append(out, mi)
 	}
 	if r.defName != "" && r.defPath != "" {

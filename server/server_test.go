@@ -146,6 +146,12 @@ func TestOllamaClient(t *testing.T) {
 	if !slices.Contains(names, ts.model) || !slices.Contains(names, "tiny-llama") {
 		t.Errorf("List = %v", names)
 	}
+	for _, m := range list.Models {
+		// tiny-llama is not loaded yet: its family comes from its file.
+		if m.Name == "tiny-llama" && m.Details.Family != gguf.ArchLlama {
+			t.Errorf("List: tiny-llama's details %+v", m.Details)
+		}
+	}
 
 	greedy := map[string]any{"temperature": 0, "num_predict": 12}
 	no := false
