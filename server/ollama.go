@@ -231,9 +231,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		var msgs []models.Message
 		for i, m := range req.Messages {
 			switch m.Role {
-			case "system", "user", "assistant":
+			case "system", "user", "assistant", "tool":
 			default:
-				return nil, nil, errorf(http.StatusBadRequest, CodeBadRequest, "messages[%d]: role %q is not supported (want system, user or assistant)", i, m.Role)
+				return nil, nil, errorf(http.StatusBadRequest, CodeBadRequest, "messages[%d]: role %q is not supported (want system, user, assistant or tool)", i, m.Role)
 			}
 			mm := models.Message{Role: m.Role, Content: m.Content}
 			for _, im := range m.Images {

@@ -215,6 +215,18 @@ func TestOllamaClient(t *testing.T) {
 			t.Errorf("streamed %q, whole %q", pieces.String(), whole.Message.Content)
 		}
 	})
+	t.Run("tool message", func(t *testing.T) {
+		msgs := []api.Message{{Role: "user", Content: "where is a?"}, {Role: "assistant", Content: "look"},
+			{Role: "tool", Content: "a is on b"}}
+		var got api.ChatResponse
+		if err := c.Chat(ctx, &api.ChatRequest{Model: ts.model, Messages: msgs, Options: greedy, Stream: &no},
+			func(r api.ChatResponse) error { got = r; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Done || got.PromptEvalCount == 0 {
+			t.Errorf("chat with a tool message: %+v", got)
+		}
+	})
 	t.Run("load only", func(t *testing.T) {
 		// An empty prompt loads the model and answers at once, as Ollama does.
 		var got []api.GenerateResponse
