@@ -413,3 +413,18 @@ func TestNoServerPaths(t *testing.T) {
 		t.Fatalf("got %d %s: want a 4xx without the path %s", status, body, missing)
 	}
 }
+
+// TestDrainNotice: during the drain notice the server still listens and
+// /healthz says draining (503), so that a load balancer sees it.
+func TestDrainNotice(t *testing.T) {
+	ts := startServer(t, Options{DrainNotice: 3 * time.Second})
+	ts.cancel() // Serve's context ends: the notice starts
+	waitFor(t, "/healthz to say draining", func() bool {
+		status, _, body := ts.do("GET", "/healthz", nil)
+		return status == http.StatusServiceUnavailable && strings.Contains(string(body), `"draining"`)
+	})
+	status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": "cgreedy"})
+	if status != http.StatusServiceUnavailable || apiErr(t, body).Code != CodeShuttingDown {
+		t.Fatalf("new work during the notice: %d %s", status, body)
+	}
+}

@@ -103,6 +103,11 @@ type Options struct {
 	// client address (IP); one more is answered 429 too_many_connections
 	// and closed. 0 means 64, negative no bound.
 	MaxConnsPerClient int
+	// DrainNotice is how long Serve keeps listening after its context
+	// ends, with /healthz answering 503 draining and new requests 503
+	// shutting_down, before it closes the listener and waits for in-flight
+	// requests; 0 means none (closing at once).
+	DrainNotice time.Duration
 	// ShutdownTimeout is how long Serve waits for in-flight requests after
 	// its context ends before cancelling them; 0 means 30 seconds.
 	ShutdownTimeout time.Duration
@@ -344,8 +349,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down", "deadline", s.opts.ShutdownTimeout)
+	s.log.Info("shutting down", "deadline", s.opts.ShutdownTimeout, "drain_notice", s.opts.DrainNotice)
 	s.adm.drain()
+	if s.opts.DrainNotice > 0 {
+		// Still listening: /healthz says draining (503) and new work gets
+		// 503 shutting_down, so load balancers take the server out first.
+		time.Sleep(s.opts.DrainNotice)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)

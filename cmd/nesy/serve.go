@@ -100,6 +100,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.DurationVar(&o.HeaderTimeout, "header-timeout", 10*time.Second, "longest time a client may take to send a request's headers")
 	f.DurationVar(&o.IdleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
 	f.IntVar(&o.MaxConnsPerClient, "max-conns-per-client", 64, "connections open at once from one client address (one more gets 429 and is closed); negative: no bound")
+	f.DurationVar(&o.DrainNotice, "drain-notice", 0, "on SIGINT/SIGTERM, keep listening this long with /healthz saying draining (503) before closing the listener")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	f.IntVar(&o.Engine.Threads, "threads", 0, "CPU threads per engine (0: all cores)")
 	f.IntVar(&o.Engine.ContextLength, "ctx", 0, "context length per sequence (0: the model's, at most 8192)")
