@@ -92,9 +92,13 @@ func newChatRenderer(jinja, goTemplate string, tok *textTokenizer, vision bool) 
 }
 
 // render implements LM.RenderChat. The formats follow the families' own
-// templates for plain (tool-free) chats: a system message is kept as its
-// own turn (ChatML, Llama 3), folded into the first user turn (Gemma 3,
-// Llama 2); contents are trimmed where the template trims them.
+// templates for plain chats and tool results (role "tool"; no tool
+// definitions or calls): a system message is kept as its own turn (ChatML,
+// Llama 3), folded into the first user turn (Gemma 3, Llama 2); contents
+// are trimmed where the template trims them. Tool results are Qwen 3's
+// <tool_response> blocks in a user turn (consecutive ones share it), a
+// "tool" turn in Llama 3, and a user turn in Gemma 3 and Llama 2, whose
+// templates have no tool role.
 func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) {
 	var sb strings.Builder
 	img := 0
@@ -128,8 +132,18 @@ func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) 
 	}
 	switch r.family {
 	case FamilyQwen3:
-		for _, m := range msgs {
+		for i, m := range msgs {
 			c := content(m)
+			if m.Role == "tool" {
+				if i == 0 || msgs[i-1].Role != "tool" {
+					sb.WriteString("<|im_start|>user")
+				}
+				sb.WriteString("\n<tool_response>\n" + c + "\n</tool_response>")
+				if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
+					sb.WriteString("<|im_end|>\n")
+				}
+				continue
+			}
 			if m.Role == "assistant" {
 				// Qwen 3 drops the reasoning of earlier assistant turns.
 				if i := strings.LastIndex(c, "</think>"); i >= 0 {
@@ -157,8 +171,11 @@ func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) 
 		}
 		for i, m := range msgs {
 			role := m.Role
-			if role == "assistant" {
+			switch role {
+			case "assistant":
 				role = "model"
+			case "tool":
+				role = "user"
 			}
 			sb.WriteString("<start_of_turn>" + role + "\n")
 			if i == 0 {
@@ -176,7 +193,7 @@ func (r *chatRenderer) render(msgs []Message, opts ChatOptions) (string, error) 
 		for i, m := range msgs {
 			c := content(m)
 			switch m.Role {
-			case "user":
+			case "user", "tool":
 				if i == 0 && system != "" {
 					c = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + c
 				}

@@ -18,6 +18,10 @@ var (
 	chatSystem = []Message{{Role: "system", Content: "You plan."}, {Role: "user", Content: " Task: x \n"}}
 	chatLong   = []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "a"},
 		{Role: "assistant", Content: "<think>\nhmm\n</think>\n\nb"}, {Role: "user", Content: "c"}}
+	// Tool results (Gemma 3's template refuses them; they become user
+	// turns there).
+	chatTool = []Message{{Role: "user", Content: "stack a"}, {Role: "assistant", Content: "call"},
+		{Role: "tool", Content: "ok 1"}, {Role: "tool", Content: "ok 2"}, {Role: "user", Content: "next"}}
 )
 
 func TestRenderChat(t *testing.T) {
@@ -37,6 +41,9 @@ func TestRenderChat(t *testing.T) {
 		{FamilyGemma3, chatShort, false, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"},
 		{FamilyGemma3, chatSystem, false, "<bos><start_of_turn>user\nYou plan.\n\nTask: x<end_of_turn>\n<start_of_turn>model\n"},
 		{FamilyGemma3, chatLong, true, "<bos><start_of_turn>user\nS\n\na<end_of_turn>\n<start_of_turn>model\n<think>\nhmm\n</think>\n\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n<start_of_turn>model\n"},
+		{FamilyQwen3, chatTool, true, "<|im_start|>user\nstack a<|im_end|>\n<|im_start|>assistant\ncall<|im_end|>\n<|im_start|>user\n<tool_response>\nok 1\n</tool_response>\n<tool_response>\nok 2\n</tool_response><|im_end|>\n<|im_start|>user\nnext<|im_end|>\n<|im_start|>assistant\n"},
+		{FamilyLlama3, chatTool, false, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nstack a<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\ncall<|eot_id|><|start_header_id|>tool<|end_header_id|>\n\nok 1<|eot_id|><|start_header_id|>tool<|end_header_id|>\n\nok 2<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nnext<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{FamilyGemma3, chatTool, false, "<bos><start_of_turn>user\nstack a<end_of_turn>\n<start_of_turn>model\ncall<end_of_turn>\n<start_of_turn>user\nok 1<end_of_turn>\n<start_of_turn>user\nok 2<end_of_turn>\n<start_of_turn>user\nnext<end_of_turn>\n<start_of_turn>model\n"},
 		{FamilyLlama2, chatShort, false, "<s>[INST] Hi [/INST]"},
 		{FamilyLlama2, chatSystem, false, "<s>[INST] <<SYS>>\nYou plan.\n<</SYS>>\n\n Task: x [/INST]"},
 		{FamilyLlama2, chatLong, false, "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\na [/INST] <think>\nhmm\n</think>\n\nb </s><s>[INST] c [/INST]"},

@@ -273,6 +273,27 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	return e, nil
 }
 
+// FileInfo is what a GGUF's metadata says about a model, read without
+// loading it.
+type FileInfo struct {
+	Arch          string // general.architecture
+	ContextLength int    // the trained context length
+	Params        int64  // general.parameter_count (0 when the file does not say)
+	FileType      string // the weights' type, e.g. "Q4_K_M" or "F32"
+	Vision        bool   // the file has vision-encoder tensors
+}
+
+// ReadFileInfo reads a GGUF's metadata (errors as CheckModel's).
+func ReadFileInfo(path string) (FileInfo, error) {
+	meta, err := readMeta(path)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	kv := meta.KV()
+	return FileInfo{Arch: kv.Architecture(), ContextLength: int(kv.ContextLength()), Params: int64(kv.ParameterCount()),
+		FileType: kv.FileType().String(), Vision: len(meta.Tensors().Items("v.")) > 0}, nil
+}
+
 // CheckModel reads a GGUF's metadata and tensor list, as Load does first,
 // without loading anything: an error wrapping ErrBadModel says the file is
 // malformed or truncated (the caller's fault, not the engine's).

@@ -2,6 +2,7 @@ package pddl
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -14,7 +15,13 @@ import (
 // "object" as the implicit root.
 type typeTree struct {
 	parents map[string][]string
-	memo    map[[2]string]bool // isSubtype answers
+	memo    map[[2]string]bool // isSubtype answers (hierarchies that are not trees)
+
+	// For a hierarchy that is a tree under "object" (every type one
+	// parent, no cycle): each type's DFS entry and exit times, so that
+	// isSubtype is two comparisons however deep the tree.
+	shaped    bool // the fields below are set (or the hierarchy is not a tree)
+	pre, post map[string]int
 }
 
 func newTypeTree(d *Domain, p *parser) *typeTree {
@@ -120,6 +127,52 @@ func (t *typeTree) cyclic() map[string]bool {
 	return out
 }
 
+// tree reports whether the hierarchy is a tree under "object", computing
+// the DFS times on first use.
+func (t *typeTree) tree() bool {
+	if t.shaped {
+		return t.pre != nil
+	}
+	t.shaped = true
+	children := map[string][]string{}
+	for c, ps := range t.parents {
+		if c == "object" {
+			continue
+		}
+		ps = slices.Compact(slices.Clone(ps))
+		if len(ps) != 1 {
+			return false
+		}
+		children[ps[0]] = append(children[ps[0]], c)
+	}
+	pre, post := map[string]int{"object": 0}, map[string]int{}
+	clock := 1
+	type frame struct {
+		v    string
+		next int
+	}
+	stack := []frame{{v: "object"}}
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if cs := children[f.v]; f.next < len(cs) {
+			c := cs[f.next]
+			f.next++
+			pre[c] = clock
+			clock++
+			stack = append(stack, frame{v: c})
+			continue
+		}
+		post[f.v] = clock
+		clock++
+		stack = stack[:len(stack)-1]
+	}
+	if len(pre) != len(t.parents) {
+		return false // a cycle, unreachable from object
+	}
+	t.pre, t.post = pre, post
+	return true
+}
+
 // children returns every type's direct subtypes (the inverse of parents).
 func (t *typeTree) children() map[string][]string {
 	out := map[string][]string{}
@@ -133,12 +186,18 @@ func (t *typeTree) children() map[string][]string {
 
 func (t *typeTree) known(name string) bool { _, ok := t.parents[name]; return ok }
 
-// isSubtype reports whether sub is anc or a descendant of anc. Answers are
-// remembered, so checking many arguments against a deep hierarchy walks it
-// once per pair of types (a typeTree is not safe for concurrent use).
+// isSubtype reports whether sub is anc or a descendant of anc: in a tree,
+// by comparing DFS times; else by a walk whose answers are remembered, so
+// checking many arguments walks a deep hierarchy once per pair of types.
+// A typeTree is not safe for concurrent use.
 func (t *typeTree) isSubtype(sub, anc string) bool {
 	if anc == "object" || sub == anc {
 		return true
+	}
+	if t.tree() {
+		ps, ok1 := t.pre[sub]
+		pa, ok2 := t.pre[anc]
+		return ok1 && ok2 && pa <= ps && t.post[sub] <= t.post[anc]
 	}
 	k := [2]string{sub, anc}
 	if r, ok := t.memo[k]; ok {

@@ -135,15 +135,69 @@ func (g *grounder) checkEstimates(schemas []*cschema) error {
 // actions) and of all its join variables. ok is false when a step failed
 // (budget or context; g.err says which).
 func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimate, ok bool) {
-	// dom[x]: the objects variable x may take.
+	// Variables a positive equality makes equal are one (their
+	// representative, the first in v.vars); one equal to a constant takes
+	// that object alone.
+	repOf := map[int]int{}
+	for _, x := range v.vars {
+		repOf[x] = x
+	}
+	find := func(x int) int {
+		for repOf[x] != x {
+			x = repOf[x]
+		}
+		return x
+	}
+	var fixed [][2]int32 // variable, object
+	for _, l := range v.lits {
+		if l.pred != eqPred || l.neg {
+			continue
+		}
+		a, b := l.args[0], l.args[1]
+		switch {
+		case a.isVar() && b.isVar():
+			ra, rb := find(int(a)), find(int(b))
+			if slices.Index(v.vars, rb) < slices.Index(v.vars, ra) {
+				ra, rb = rb, ra
+			}
+			repOf[rb] = ra
+		case a.isVar():
+			fixed = append(fixed, [2]int32{int32(a), b.obj()})
+		case b.isVar():
+			fixed = append(fixed, [2]int32{int32(b), a.obj()})
+		}
+	}
+	rep := func(t term) int { return find(int(t)) }
+	// dom[r]: the objects representative r may take: of every type of the
+	// variables it stands for, and the constant they equal.
 	dom := map[int][]bool{}
 	size := map[int]int{}
-	domOf := func(x int) []bool {
-		if d, ok := dom[x]; ok {
+	domOf := func(r int) []bool {
+		if d, ok := dom[r]; ok {
 			return d
 		}
-		d := slices.Clone(s.slotTypes[x].member)
-		dom[x], size[x] = d, len(s.slotTypes[x].list)
+		d := slices.Clone(s.slotTypes[r].member)
+		for _, x := range v.vars {
+			if x != r && find(x) == r {
+				for o, in := range s.slotTypes[x].member {
+					d[o] = d[o] && in
+				}
+			}
+		}
+		for _, f := range fixed {
+			if find(int(f[0])) == r {
+				for o := range d {
+					d[o] = d[o] && int32(o) == f[1]
+				}
+			}
+		}
+		n := 0
+		for _, in := range d {
+			if in {
+				n++
+			}
+		}
+		dom[r], size[r] = d, n
 		return d
 	}
 	// Positive static literals, with the atoms that fit their constants.
@@ -160,9 +214,9 @@ func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimat
 		}
 		r := rel{l: l}
 		for _, t := range l.args {
-			if t.isVar() && !slices.Contains(r.vars, int(t)) {
-				r.vars = append(r.vars, int(t))
-				domOf(int(t))
+			if t.isVar() && !slices.Contains(r.vars, rep(t)) {
+				r.vars = append(r.vars, rep(t))
+				domOf(rep(t))
 			}
 		}
 		rels = append(rels, r)
@@ -185,13 +239,14 @@ func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimat
 				}
 				args := g.atoms[ai].args
 				for pos, t := range r.l.args {
-					if !t.isVar() && t.obj() != args[pos] || t.isVar() && !dom[int(t)][args[pos]] {
+					if !t.isVar() && t.obj() != args[pos] || t.isVar() && !dom[rep(t)][args[pos]] {
 						continue atoms
 					}
-					// A variable repeated in the literal takes one object.
+					// A variable repeated in the literal (or made equal
+					// to another in it) takes one object.
 					if t.isVar() {
 						for q := range pos {
-							if r.l.args[q] == t && args[q] != args[pos] {
+							if u := r.l.args[q]; u.isVar() && rep(u) == rep(t) && args[q] != args[pos] {
 								continue atoms
 							}
 						}
@@ -200,7 +255,7 @@ func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimat
 				r.atoms = append(r.atoms, ai)
 				for pos, t := range r.l.args {
 					if t.isVar() {
-						seen[int(t)][args[pos]] = true
+						seen[rep(t)][args[pos]] = true
 					}
 				}
 			}
@@ -227,7 +282,7 @@ func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimat
 			}
 			key = key[:0]
 			for pos, t := range r.l.args {
-				if t.isVar() && bound[int(t)] {
+				if t.isVar() && bound[rep(t)] {
 					key = append(key, byte(pos), byte(g.atoms[ai].args[pos]), byte(g.atoms[ai].args[pos]>>8),
 						byte(g.atoms[ai].args[pos]>>16), byte(g.atoms[ai].args[pos]>>24))
 				}
@@ -241,8 +296,12 @@ func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimat
 		e := estimate{n: 1}
 		covered := map[int]bool{}
 		want := map[int]bool{}
+		var reps []int
 		for _, x := range vars {
-			want[x] = true
+			if r := find(x); !want[r] {
+				want[r] = true
+				reps = append(reps, r)
+			}
 		}
 		// Greedily, the static relation that extends the bindings so far
 		// the least, while that is fewer than the product of the objects
@@ -286,16 +345,13 @@ func (g *grounder) estimateVariant(s *cschema, v *cvariant) (params, all estimat
 				covered[x] = true
 			}
 		}
-		for _, x := range vars {
-			if covered[x] {
+		for _, r := range reps {
+			if covered[r] {
 				continue
 			}
-			n := len(s.slotTypes[x].list)
-			if _, ok := dom[x]; ok {
-				n = size[x]
-			}
-			e.n *= float64(n)
-			e.factors = append(e.factors, strconv.Itoa(n))
+			domOf(r)
+			e.n *= float64(size[r])
+			e.factors = append(e.factors, strconv.Itoa(size[r]))
 		}
 		return e, true
 	}

@@ -105,6 +105,20 @@ func TestGroundLimits(t *testing.T) {
 		{name: "at the limits", domain: wideDomain(3), problem: blocksProblem("wide", 5),
 			lim: GroundLimits{MaxActions: 125, MaxBindings: 125, MaxEstimate: 125}, actions: 125},
 		{
+			// (= ?x0 ?x1) makes two parameters one: 5*5, not 5*5*5.
+			name: "equality unifies variables", domain: strings.Replace(wideDomain(3), ":precondition (and)", ":precondition (= ?x0 ?x1)", 1),
+			problem: blocksProblem("wide", 5), lim: GroundLimits{MaxEstimate: 24},
+			wantErr: "action a: up to 25 ground actions (5 * 5), over the limit of 24", what: "ground actions", estimate: 25,
+		},
+		{name: "equality at the limit", domain: strings.Replace(wideDomain(3), ":precondition (and)", ":precondition (= ?x0 ?x1)", 1),
+			problem: blocksProblem("wide", 5), lim: GroundLimits{MaxEstimate: 25}, actions: 25},
+		{
+			// (= ?x2 b1): one object for ?x2.
+			name: "equality with an object", domain: strings.Replace(wideDomain(3), ":precondition (and)", ":precondition (= ?x2 b1)", 1),
+			problem: blocksProblem("wide", 5), lim: GroundLimits{MaxEstimate: 24},
+			wantErr: "action a: up to 25 ground actions (5 * 5 * 1), over the limit of 24", what: "ground actions", estimate: 25,
+		},
+		{
 			// The static relation prunes: 3 links, not 10*10 pairs.
 			name: "static relation bounds the estimate", domain: linkDomain, problem: linkProblem,
 			lim: GroundLimits{MaxEstimate: 2}, wantErr: "action go: up to 3 ground actions (3 (link)), over the limit of 2",
@@ -262,5 +276,40 @@ func BenchmarkEstimateRefusal(b *testing.B) {
 		if _, _, err := GroundContext(context.Background(), d, p, GroundLimits{MaxEstimate: 1e7}); err == nil {
 			b.Fatal("not refused")
 		}
+	}
+}
+
+func TestIsSubtype(t *testing.T) {
+	tests := []struct {
+		name  string
+		types string
+		sub   []string // pairs sub anc that hold
+		not   []string // pairs that do not
+	}{
+		{"tree", "car truck - vehicle vehicle - thing place - thing", []string{"car thing", "truck vehicle", "thing object", "car car"},
+			[]string{"thing car", "car truck", "place vehicle", "car nosuch"}},
+		{"either parents", "a - (either b c) b c - d", []string{"a b", "a c", "a d"}, []string{"b a", "b c"}},
+		{"declared twice", "a - b a - c", []string{"a b", "a c"}, []string{"b c"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _, err := ParseDomain("d.pddl", []byte("(define (domain x) (:requirements :typing) (:types "+tc.types+"))"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt := newTypeTree(d, nil)
+			for _, want := range []bool{true, false} {
+				pairs := tc.sub
+				if !want {
+					pairs = tc.not
+				}
+				for _, pair := range pairs {
+					sub, anc, _ := strings.Cut(pair, " ")
+					if got := tt.isSubtype(sub, anc); got != want {
+						t.Errorf("isSubtype(%s, %s) = %v, want %v", sub, anc, got, want)
+					}
+				}
+			}
+		})
 	}
 }

@@ -23,6 +23,15 @@ func newEnvCache(datasets string) *envCache {
 	return &envCache{datasets: datasets, envs: map[string]envs.Env{}}
 }
 
+// hidePath replaces path (a server folder or file) in an error message by
+// what the client knows it as: messages never carry absolute server paths.
+func hidePath(msg, path, as string) string {
+	if path == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, path, as)
+}
+
 func (c *envCache) open(ctx context.Context, name, task string) (*envs.Episode, error) {
 	name = strings.ToLower(name)
 	if !slices.Contains(envs.Names(), name) {
@@ -38,7 +47,7 @@ func (c *envCache) open(ctx context.Context, name, task string) (*envs.Episode, 
 		env, err = envs.New(name, c.datasets)
 		if err != nil {
 			c.mu.Unlock()
-			return nil, errorf(http.StatusNotFound, CodeUnknownEnv, "environment %s: %v", name, err)
+			return nil, errorf(http.StatusNotFound, CodeUnknownEnv, "environment %s: %s", name, hidePath(err.Error(), c.datasets, "<datasets>"))
 		}
 		c.envs[name] = env
 	}
@@ -55,7 +64,7 @@ func (c *envCache) open(ctx context.Context, name, task string) (*envs.Episode, 
 	}
 	ep, err := env.Open(ctx, task)
 	if err != nil {
-		return nil, errorf(http.StatusUnprocessableEntity, CodeBadPDDL, "environment %s task %s: %v", name, task, err)
+		return nil, errorf(http.StatusUnprocessableEntity, CodeBadPDDL, "environment %s task %s: %s", name, task, hidePath(err.Error(), c.datasets, "<datasets>"))
 	}
 	return ep, nil
 }

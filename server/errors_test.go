@@ -165,6 +165,9 @@ func TestAuth(t *testing.T) {
 		{"/v1/models", "Bearer wrong", 401},
 		{"/v1/models", "s3cret", 401},
 		{"/v1/models", "Bearer s3cret", 200},
+		{"/v1/models", "bearer s3cret", 200}, // the scheme is case-insensitive
+		{"/v1/models", "BEARER s3cret", 200},
+		{"/v1/models", "bearer wrong", 401},
 		{"/api/tags", "", 401},
 		{"/metrics", "", 401},
 		{"/metrics", "Bearer s3cret", 200},
@@ -178,6 +181,14 @@ func TestAuth(t *testing.T) {
 			status, h, body := ts.do("GET", tt.path, nil, hdr...)
 			if status != tt.status {
 				t.Fatalf("status %d, want %d: %s", status, tt.status, body)
+			}
+			if tt.path == "/healthz" {
+				// Without the token: the status alone, no version or hardware.
+				var h map[string]any
+				mustJSON(t, body, &h)
+				if len(h) != 1 || h["status"] != "ok" {
+					t.Errorf("healthz without the token says %s", body)
+				}
 			}
 			if status == 401 {
 				wantCode(t, body, CodeUnauthorized)

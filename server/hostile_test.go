@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -29,44 +30,75 @@ const (
  (:init) (:goal (g)))`
 )
 
-// TestExplosiveGroundingRefused: eight concurrent copies of the 443-byte
-// request are all refused with 422 too_many_actions naming the action and
-// the estimate, and a normal plan request is served afterwards.
+// TestExplosiveGroundingRefused: concurrent copies of requests whose
+// grounding explodes are all refused with 422 too_many_actions naming the
+// action and the estimate, allocating far less than the 1 GB the issue
+// bounds RSS by (they allocated gigabytes each), and a normal plan request
+// is served afterwards.
 func TestExplosiveGroundingRefused(t *testing.T) {
 	ts := startServer(t, Options{MaxConcurrent: 2})
-	bomb := map[string]any{"domain": wideDomain6, "problem": wideProblem20, "method": "cgreedy"}
-	var wg sync.WaitGroup
-	type answer struct {
-		status int
-		body   []byte
+	var objs40 strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&objs40, "b%d ", i)
 	}
-	answers := make([]answer, 8)
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status, _, body := ts.do("POST", "/v1/plan", bomb)
-			answers[i] = answer{status, body}
-		}()
+	tests := []struct {
+		name            string
+		domain, problem string
+		copies          int
+		want            string // the message, whole
+	}{
+		{
+			// The server's cap is 100,000 actions; the estimate's is 100
+			// times that: refused before any join.
+			name: "443 bytes", domain: wideDomain6, problem: wideProblem20, copies: 8,
+			want: "grounding: domain.pddl:3:11: action a: up to 64000000 ground actions (20 * 20 * 20 * 20 * 20 * 20), over the limit of 10000000",
+		},
+		{
+			// 40^4 = 2,560,000: under the estimate's cap, so the join runs
+			// and stops at 4 times the action cap of bindings.
+			name:    "4 parameters over 40 objects",
+			domain:  strings.Replace(wideDomain6, "?x0 ?x1 ?x2 ?x3 ?x4 ?x5", "?x0 ?x1 ?x2 ?x3", 1),
+			problem: fmt.Sprintf("(define (problem p) (:domain wide) (:objects %s- block) (:init) (:goal (g)))", objs40.String()),
+			copies:  4,
+			want:    "grounding: domain.pddl:3:11: action a: more than 400000 join bindings (estimated up to 2560000 ground actions: 40 * 40 * 40 * 40); the task is too large to ground",
+		},
 	}
-	wg.Wait()
-	for i, a := range answers {
-		if a.status != http.StatusUnprocessableEntity {
-			t.Fatalf("request %d: status %d: %s", i, a.status, a.body)
-		}
-		e := apiErr(t, a.body)
-		if e.Code != CodeTooManyActions {
-			t.Fatalf("request %d: code %q: %s", i, e.Code, a.body)
-		}
-		// The server's cap is 100,000 actions; the estimate's cap is 100
-		// times that.
-		want := "grounding: domain.pddl:3:11: action a: up to 64000000 ground actions (20 * 20 * 20 * 20 * 20 * 20), over the limit of 10000000"
-		if e.Message != want {
-			t.Fatalf("request %d: message %q, want %q", i, e.Message, want)
-		}
-		if len(e.Positions) != 1 || e.Positions[0].Line != 3 {
-			t.Fatalf("request %d: positions %+v", i, e.Positions)
-		}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			var wg sync.WaitGroup
+			type answer struct {
+				status int
+				body   []byte
+			}
+			answers := make([]answer, tc.copies)
+			for i := range answers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": tc.domain, "problem": tc.problem, "method": "cgreedy"})
+					answers[i] = answer{status, body}
+				}()
+			}
+			wg.Wait()
+			runtime.ReadMemStats(&after)
+			for i, a := range answers {
+				if a.status != http.StatusUnprocessableEntity {
+					t.Fatalf("request %d: status %d: %s", i, a.status, a.body)
+				}
+				e := apiErr(t, a.body)
+				if e.Code != CodeTooManyActions || e.Message != tc.want {
+					t.Fatalf("request %d: %s %q, want too_many_actions %q", i, e.Code, e.Message, tc.want)
+				}
+				if len(e.Positions) != 1 || e.Positions[0].Line != 3 {
+					t.Fatalf("request %d: positions %+v", i, e.Positions)
+				}
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<30 {
+				t.Fatalf("the %d requests allocated %d MiB", tc.copies, alloc>>20)
+			}
+		})
 	}
 	status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": "cgreedy"})
 	if status != http.StatusOK {
@@ -103,17 +135,17 @@ func TestGroundingIsAdmitted(t *testing.T) {
 }
 
 // slowGroundingTask is a domain whose grounding takes long under generous
-// limits: a chain of n types and n actions, action i over type t(i), so
-// collecting the objects of every action's type walks n*(n-1)/2 type
+// limits: a chain of n types and k actions, action i over type t(i), so
+// collecting the objects of every action's type walks about k*n type
 // steps; one object of the deepest type is of every type.
-func slowGroundingTask(n int) (domain, problem string) {
+func slowGroundingTask(n, k int) (domain, problem string) {
 	var b strings.Builder
 	b.WriteString("(define (domain chain) (:requirements :strips :typing) (:types t0 - object")
 	for i := 1; i < n; i++ {
 		fmt.Fprintf(&b, " t%d - t%d", i, i-1)
 	}
 	b.WriteString(") (:predicates (g))")
-	for i := range n {
+	for i := range k {
 		fmt.Fprintf(&b, " (:action a%d :parameters (?x - t%d) :effect (g))", i, i)
 	}
 	b.WriteString(")")
@@ -141,8 +173,10 @@ func TestDisconnectStopsGrounding(t *testing.T) {
 		// race detector (every step ten times slower) says nothing here.
 		t.Skip("CPU timing: not in -short runs")
 	}
-	domain, problem := slowGroundingTask(20000) // 2e8 type steps: tens of seconds
-	ts := startServer(t, Options{MaxPDDLBytes: 4 << 20, MaxGroundSteps: 1 << 40})
+	// 8.75e7 type steps: seconds to minutes, depending on the load; the
+	// 500 KB domain parses in a fraction of a second.
+	domain, problem := slowGroundingTask(20000, 5000)
+	ts := startServer(t, Options{MaxGroundSteps: 1 << 40})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
@@ -158,7 +192,7 @@ func TestDisconnectStopsGrounding(t *testing.T) {
 	}()
 	waitFor(t, "the request to be admitted", func() bool { r, _ := ts.s.adm.stats(); return r == 1 })
 	const window = 500 * time.Millisecond
-	time.Sleep(200 * time.Millisecond) // past parsing, into grounding
+	time.Sleep(1500 * time.Millisecond) // past parsing (not cancellable), into grounding
 	c0 := cpuTime(t)
 	time.Sleep(window)
 	busy := cpuTime(t) - c0
@@ -349,4 +383,56 @@ func TestSlowClients(t *testing.T) {
 			return healthy(c, br) == nil
 		})
 	})
+}
+
+// TestProblemNames: a problem naming another domain, or declaring an object
+// twice, is refused with the positions (package pddl only warns).
+func TestProblemNames(t *testing.T) {
+	ts := startServer(t, Options{})
+	for _, tc := range []struct {
+		name, problem string
+		want          []Position
+	}{
+		{"other domain", "(define (problem p)\n (:domain logistics)\n (:objects a b)\n (:init (handempty) (ontable a) (ontable b) (clear a) (clear b))\n (:goal (on a b)))",
+			[]Position{{"problem.pddl", 2, 11, "the problem is for domain logistics, but the domain is blocksworld-4ops"}}},
+		{"duplicate object", "(define (problem p)\n (:domain blocksworld-4ops)\n (:objects a b\n  a)\n (:init (handempty) (ontable a) (ontable b) (clear a) (clear b))\n (:goal (on a b)))",
+			[]Position{{"problem.pddl", 4, 3, "object a declared twice (first at problem.pddl:3:12)"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": tc.problem, "method": "cgreedy"})
+			if status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			e := apiErr(t, body)
+			if e.Code != CodeBadPDDL || fmt.Sprint(e.Positions) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %s %+v, want bad_pddl at %+v", e.Code, e.Positions, tc.want)
+			}
+		})
+	}
+}
+
+// TestNoServerPaths: errors about the datasets folder name it as
+// <datasets>, not by its absolute path.
+func TestNoServerPaths(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-datasets")
+	ts := startServer(t, Options{Datasets: missing})
+	status, _, body := ts.do("POST", "/v1/plan", map[string]any{"env": "blocksworld", "task": "instance-2", "method": "cgreedy"})
+	if status < 400 || status >= 500 || strings.Contains(string(body), missing) {
+		t.Fatalf("got %d %s: want a 4xx without the path %s", status, body, missing)
+	}
+}
+
+// TestDrainNotice: during the drain notice the server still listens and
+// /healthz says draining (503), so that a load balancer sees it.
+func TestDrainNotice(t *testing.T) {
+	ts := startServer(t, Options{DrainNotice: 3 * time.Second})
+	ts.cancel() // Serve's context ends: the notice starts
+	waitFor(t, "/healthz to say draining", func() bool {
+		status, _, body := ts.do("GET", "/healthz", nil)
+		return status == http.StatusServiceUnavailable && strings.Contains(string(body), `"draining"`)
+	})
+	status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": "cgreedy"})
+	if status != http.StatusServiceUnavailable || apiErr(t, body).Code != CodeShuttingDown {
+		t.Fatalf("new work during the notice: %d %s", status, body)
+	}
 }

@@ -3,9 +3,11 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/ollama/ollama/api"
+	ollamamodel "github.com/ollama/ollama/types/model"
 
 	"github.com/nesy-dev/nesy/models"
 )
@@ -29,6 +31,70 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 			lm.Details.ParameterSize = formatParams(m.Params)
 		}
 		resp.Models = append(resp.Models, lm)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleShow answers POST /api/show: a model's details from its GGUF
+// metadata, without loading it.
+func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
+	var req api.ShowRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	name := req.Model
+	if name == "" {
+		name = req.Name
+	}
+	if name == "" {
+		writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "no model given"))
+		return
+	}
+	canon, path, err := s.models.resolve(name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	info, err := models.ReadFileInfo(path)
+	if err != nil {
+		writeError(w, s.models.hidePaths(loadError(canon, path, err)))
+		return
+	}
+	resp := api.ShowResponse{
+		Details: api.ModelDetails{Format: "gguf", Family: info.Arch, Families: []string{info.Arch}, QuantizationLevel: info.FileType},
+		ModelInfo: map[string]any{"general.architecture": info.Arch, info.Arch + ".context_length": info.ContextLength,
+			"general.parameter_count": info.Params},
+		Capabilities: []ollamamodel.Capability{ollamamodel.CapabilityCompletion},
+	}
+	if info.Params > 0 {
+		resp.Details.ParameterSize = formatParams(info.Params)
+	}
+	if info.Vision {
+		resp.Capabilities = append(resp.Capabilities, ollamamodel.CapabilityVision)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		resp.ModifiedAt = fi.ModTime()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handlePs answers GET /api/ps: the loaded models, as Ollama's ps.
+func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) {
+	resp := api.ProcessResponse{Models: []api.ProcessModelResponse{}}
+	for _, m := range s.models.list() {
+		if !m.Loaded {
+			continue
+		}
+		pm := api.ProcessModelResponse{Name: m.Name, Model: m.Name, Size: m.Size, Digest: m.Digest, ExpiresAt: m.ExpiresAt,
+			ContextLength: m.ContextLength, Details: api.ModelDetails{Format: "gguf", Family: m.Arch, Families: []string{m.Arch}}}
+		if m.Params > 0 {
+			pm.Details.ParameterSize = formatParams(m.Params)
+		}
+		if m.Device != "" && m.Device != "CPU" {
+			pm.SizeVRAM = m.Size
+		}
+		resp.Models = append(resp.Models, pm)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -58,6 +124,15 @@ type genCall struct {
 	// Ollama's clients send to load a model; the answer is done at once
 	// with done_reason "load".
 	loadOnly bool
+	// unload: loadOnly with keep_alive 0, as `ollama stop` sends: the
+	// model is unloaded if idle (never the server's default model) and the
+	// answer's done_reason is "unload".
+	unload bool
+}
+
+// unloads reports whether a load-only request asks to unload (keep_alive 0).
+func unloads(loadOnly bool, keepAlive *api.Duration) bool {
+	return loadOnly && keepAlive != nil && keepAlive.Duration == 0
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +153,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	think := req.Think != nil && req.Think.Bool()
 	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts,
 		loadOnly: req.Prompt == "" && len(req.Images) == 0 && len(req.Context) == 0}
+	call.unload = unloads(call.loadOnly, req.KeepAlive)
 	call.render = func(lm models.LM) ([]int32, [][]byte, error) {
 		var ctxToks []int32
 		for _, t := range req.Context {
@@ -150,13 +226,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	think := req.Think != nil && req.Think.Bool()
 	call := genCall{model: req.Model, stream: req.Stream == nil || *req.Stream, opts: opts, loadOnly: len(req.Messages) == 0}
+	call.unload = unloads(call.loadOnly, req.KeepAlive)
 	call.render = func(lm models.LM) ([]int32, [][]byte, error) {
 		var msgs []models.Message
 		for i, m := range req.Messages {
 			switch m.Role {
-			case "system", "user", "assistant":
+			case "system", "user", "assistant", "tool":
 			default:
-				return nil, nil, errorf(http.StatusBadRequest, CodeBadRequest, "messages[%d]: role %q is not supported (want system, user or assistant)", i, m.Role)
+				return nil, nil, errorf(http.StatusBadRequest, CodeBadRequest, "messages[%d]: role %q is not supported (want system, user, assistant or tool)", i, m.Role)
 			}
 			mm := models.Message{Role: m.Role, Content: m.Content}
 			for _, im := range m.Images {
@@ -206,8 +283,15 @@ func unsupported(format []byte, tools api.Tools, suffix, template string) error 
 // sampling, streaming or one JSON answer.
 func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *genCall) {
 	start := time.Now()
-	if _, _, err := s.models.resolve(call.model); err != nil {
+	name, _, err := s.models.resolve(call.model)
+	if err != nil {
 		writeError(w, err) // unknown model: no need to queue
+		return
+	}
+	if call.unload {
+		s.models.unload(call.model)
+		writeJSON(w, http.StatusOK, call.finish(time.Now().UTC(), name, genResult{reason: "unload"}, nil,
+			api.Metrics{TotalDuration: time.Since(start)}))
 		return
 	}
 	ctx, cancel := s.workContext(r)

@@ -182,7 +182,8 @@ type PlanEvent struct {
 	Method string       `json:"method,omitempty"`
 	Task   *TaskSummary `json:"task,omitempty"`
 
-	// action, invalid
+	// action, invalid: Index counts actions from 0 and is always sent
+	// for these events (MarshalJSON), the first one's 0 included.
 	Index  int      `json:"index,omitempty"`
 	Action string   `json:"action,omitempty"` // PDDL syntax
 	Text   string   `json:"text,omitempty"`   // lexicon text (as written)
@@ -198,6 +199,19 @@ type PlanEvent struct {
 
 	Result *PlanResponse `json:"result,omitempty"`
 	Error  *apiError     `json:"error,omitempty"`
+}
+
+// MarshalJSON writes the event, with "index" on every action and invalid
+// event (omitempty would drop the first action's 0).
+func (ev PlanEvent) MarshalJSON() ([]byte, error) {
+	type plain PlanEvent // without this method
+	if ev.Event != "action" && ev.Event != "invalid" {
+		return json.Marshal(plain(ev))
+	}
+	return json.Marshal(struct {
+		plain
+		Index int `json:"index"`
+	}{plain(ev), ev.Index})
 }
 
 // planJob is a checked plan request with its grounded task.
@@ -324,7 +338,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("plan request failed", "method", req.Method, "model", entry.name, "code", ae.Code, "err", ae.Message)
 		}
 		if stream != nil {
-			stream.send(PlanEvent{Event: "error", Error: asAPIError(err)})
+			stream.send(PlanEvent{Event: "error", Seconds: timings.PlanSeconds, Error: asAPIError(err)})
 			return
 		}
 		writeError(w, err)
@@ -357,10 +371,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	}
 	if stream != nil {
 		if final != nil {
-			stream.send(PlanEvent{Event: "error", Error: asAPIError(final)})
+			stream.send(PlanEvent{Event: "error", Seconds: timings.PlanSeconds, Error: asAPIError(final)})
 			return
 		}
-		stream.send(PlanEvent{Event: "result", Result: resp})
+		stream.send(PlanEvent{Event: "result", Seconds: timings.PlanSeconds, Result: resp})
 		return
 	}
 	if final != nil {
@@ -471,6 +485,9 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 		if err != nil {
 			return nil, nil, "", nil, pddlError("problem", err)
 		}
+		if err := checkProblemNames(d, p); err != nil {
+			return nil, nil, "", nil, pddlError("problem", err)
+		}
 		task, _, err = pddl.GroundContext(ctx, d, p, s.groundLimits())
 		if err != nil {
 			return nil, nil, "", nil, groundError(ctx, err)
@@ -504,13 +521,31 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 	return task, lex, goalText, h, nil
 }
 
+// checkProblemNames refuses, with positions, what package pddl only warns
+// about but a request almost surely got wrong: a problem for another
+// domain, and an object declared twice in the problem.
+func checkProblemNames(d *pddl.Domain, p *pddl.Problem) error {
+	var errs pddl.ErrorList
+	if p.DomainName != "" && !strings.EqualFold(p.DomainName, d.Name) {
+		errs.Addf(p.DomainPos, "the problem is for domain %s, but the domain is %s", p.DomainName, d.Name)
+	}
+	first := map[string]pddl.Pos{}
+	for _, o := range p.Objects {
+		if at, dup := first[o.Name]; dup {
+			errs.Addf(o.Pos, "object %s declared twice (first at %s)", o.Name, at)
+			continue
+		}
+		first[o.Name] = o.Pos
+	}
+	return errs.Err()
+}
+
 // groundLimits are the grounding limits of a request: MaxGroundActions
-// counted, four times as many join bindings kept (about 250 bytes each), an
-// estimate up to 100 times the actions (the estimate ignores fluent
-// preconditions, so it may exceed the true count), MaxGroundSteps of work.
+// counted, four times as many join bindings kept (about 250 bytes each),
+// MaxGroundEstimate before the joins, MaxGroundSteps of work.
 func (s *Server) groundLimits() pddl.GroundLimits {
 	n := s.opts.MaxGroundActions
-	return pddl.GroundLimits{MaxActions: n, MaxBindings: 4 * n, MaxEstimate: 100 * float64(n), MaxSteps: s.opts.MaxGroundSteps}
+	return pddl.GroundLimits{MaxActions: n, MaxBindings: 4 * n, MaxEstimate: s.opts.MaxGroundEstimate, MaxSteps: s.opts.MaxGroundSteps}
 }
 
 // groundError maps a grounding error: a limit is 422 too_many_actions

@@ -167,6 +167,9 @@ func readEvents(t *testing.T, resp *http.Response) []PlanEvent {
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("bad event line %q: %v", sc.Text(), err)
 		}
+		if (ev.Event == "action" || ev.Event == "invalid") && !strings.Contains(sc.Text(), `"index":`) {
+			t.Errorf("%s event without an index: %s", ev.Event, sc.Text())
+		}
 		evs = append(evs, ev)
 	}
 	return evs
@@ -211,6 +214,9 @@ func TestPlanStream(t *testing.T) {
 				t.Fatalf("events %+v", evs)
 			}
 			last := evs[len(evs)-1]
+			if last.Seconds <= 0 {
+				t.Errorf("the last event says seconds %v, want the plan's time", last.Seconds)
+			}
 			var res *PlanResponse
 			switch last.Event {
 			case "result":

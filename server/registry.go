@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -86,6 +87,8 @@ type modelInfo struct {
 	Device        string `json:"device,omitempty"`
 	Sequences     int    `json:"sequences_in_use,omitempty"`
 	Slots         int    `json:"sequence_slots,omitempty"`
+	// ExpiresAt is when an idle loaded model will be unloaded (zero: never).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 func newRegistry(o Options, log *slog.Logger) *registry {
@@ -151,7 +154,7 @@ func (r *registry) resolve(name string) (string, string, error) {
 				return sm.Name, sm.Path, nil
 			}
 			if !errors.Is(err, models.ErrModelNotFound) && !errors.Is(err, fs.ErrNotExist) {
-				return "", "", errorf(http.StatusUnprocessableEntity, CodeBadModel, "model %q: %v", name, err)
+				return "", "", errorf(http.StatusUnprocessableEntity, CodeBadModel, "model %q: %s", name, hidePath(err.Error(), r.store.Root, "<ollama-models>"))
 			}
 		}
 	}
@@ -197,7 +200,7 @@ func (r *registry) acquire(ctx context.Context, name string) (*modelEntry, func(
 		// A malformed file is refused before room is made for it, so
 		// that no idle model is unloaded for nothing.
 		if err := models.CheckModel(path); err != nil {
-			return nil, nil, loadError(name, path, err)
+			return nil, nil, r.hidePaths(loadError(name, path, err))
 		}
 	}
 	r.mu.Lock()
@@ -255,7 +258,7 @@ func (r *registry) load(e *modelEntry) {
 	r.mu.Lock()
 	e.loadDur = time.Since(start)
 	if err != nil {
-		e.err = loadError(e.name, e.path, err)
+		e.err = r.hidePaths(loadError(e.name, e.path, err))
 		delete(r.loaded, e.path) // the next request tries again
 		r.log.Error("model load failed", "model", e.name, "err", err)
 	} else if r.closed {
@@ -267,6 +270,29 @@ func (r *registry) load(e *modelEntry) {
 	}
 	close(e.ready)
 	r.mu.Unlock()
+}
+
+// unload unloads a model now if it is loaded and idle (keep_alive 0); the
+// default model stays, and a model in use is left to its keep-alive.
+func (r *registry) unload(name string) {
+	_, path, err := r.resolve(name)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.loaded[path]; ok && e.refs == 0 && path != r.defPath && e.engine != nil {
+		r.unloadLocked(e, "keep_alive 0")
+	}
+}
+
+// hidePaths removes the models folder and the Ollama store's paths from
+// an answer's message.
+func (r *registry) hidePaths(err error) error {
+	if ae, ok := err.(*apiError); ok {
+		ae.Message = hidePath(hidePath(ae.Message, r.dir, "<models-dir>"), r.store.Root, "<ollama-models>")
+	}
+	return err
 }
 
 // loadError maps a model load error to its answer; the file's path, which
@@ -377,8 +403,17 @@ func (r *registry) list() []modelInfo {
 			mi.Arch, mi.Family, mi.Params = info.Arch, info.Family, info.Params
 			mi.ContextLength, mi.Device = info.ContextLength, info.Device
 			mi.Sequences, mi.Slots = st.SequencesInUse, st.SequenceSlots
+			if r.keepAlive > 0 && path != r.defPath {
+				mi.ExpiresAt = e.lastUsed.Add(r.keepAlive)
+			}
 		}
 		r.mu.Unlock()
+		if !mi.Loaded {
+			// From the file's metadata (arrays skipped: a few reads).
+			if info, err := models.ReadFileInfo(path); err == nil {
+				mi.Arch, mi.Family, mi.Params, mi.ContextLength = info.Arch, info.Arch, info.Params, info.ContextLength
+			}
+		}
 		out = append(out, mi)
 	}
 	if r.defName != "" && r.defPath != "" {
@@ -388,14 +423,16 @@ func (r *registry) list() []modelInfo {
 		}
 		add(mi, r.defPath)
 	}
-	if r.dir != "" {
+	root, err := os.OpenRoot(r.dir)
+	if r.dir != "" && err == nil {
+		defer root.Close()
 		_ = filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".gguf") {
 				return nil
 			}
 			rel, err := filepath.Rel(r.dir, p)
-			if err != nil {
-				return nil
+			if err != nil || !loadableIn(root, rel) {
+				return nil // what resolve would refuse is not listed
 			}
 			mi := modelInfo{Name: strings.TrimSuffix(filepath.ToSlash(rel), ".gguf"), Source: "models_dir"}
 			if fi, err := d.Info(); err == nil {
@@ -416,6 +453,22 @@ func (r *registry) list() []modelInfo {
 	}
 	slices.SortStableFunc(out, func(a, b modelInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// loadableIn reports whether rel is a regular file inside root (a symbolic
+// link out of it is not) that starts with the GGUF magic.
+func loadableIn(root *os.Root, rel string) bool {
+	f, err := root.Open(rel)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	var magic [4]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && string(magic[:]) == "GGUF"
 }
 
 // close unloads every model, waiting for loads in progress.

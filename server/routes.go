@@ -39,6 +39,8 @@ func (s *Server) routes() http.Handler {
 	})
 	handle("GET /api/version", s.handleVersion)
 	handle("GET /api/tags", s.handleTags)
+	handle("GET /api/ps", s.handlePs)
+	handle("POST /api/show", s.handleShow)
 	handle("POST /api/generate", s.handleGenerate)
 	handle("POST /api/chat", s.handleChat)
 	handle("GET /{$}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "nesy is running\n") })
@@ -140,9 +142,12 @@ func (s *Server) instrument(mux *http.ServeMux, h http.HandlerFunc) http.Handler
 	})
 }
 
+// authorized reports whether r carries the server's token. The scheme name
+// is case-insensitive (RFC 9110, section 11.1): "bearer" is "Bearer".
 func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.Token)) == 1
 }
 
 // decodeJSON reads a request body into v. strict refuses unknown fields.
@@ -176,21 +181,25 @@ func decodeJSON(r *http.Request, v any, strict bool) error {
 	return nil
 }
 
-// healthResponse is the body of GET /healthz.
+// healthResponse is the body of GET /healthz. On a server with a token,
+// a request without it gets the status alone (no version or hardware).
 type healthResponse struct {
 	Status        string  `json:"status"` // "ok" or "draining"
-	Version       string  `json:"version"`
-	UptimeSeconds float64 `json:"uptime_seconds"`
-	LoadedModels  int     `json:"loaded_models"`
-	Running       int     `json:"running"`
-	Queued        int     `json:"queued"`
-	System        string  `json:"system"`
+	Version       string  `json:"version,omitempty"`
+	UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
+	LoadedModels  int     `json:"loaded_models,omitempty"`
+	Running       int     `json:"running,omitempty"`
+	Queued        int     `json:"queued,omitempty"`
+	System        string  `json:"system,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	running, queued := s.adm.stats()
-	h := healthResponse{Status: "ok", Version: s.opts.Version, UptimeSeconds: time.Since(s.started).Seconds(),
-		LoadedModels: len(s.models.engines()), Running: running, Queued: queued, System: s.system}
+	h := healthResponse{Status: "ok"}
+	if s.opts.Token == "" || s.authorized(r) {
+		running, queued := s.adm.stats()
+		h = healthResponse{Status: "ok", Version: s.opts.Version, UptimeSeconds: time.Since(s.started).Seconds(),
+			LoadedModels: len(s.models.engines()), Running: running, Queued: queued, System: s.system}
+	}
 	status := http.StatusOK
 	if s.adm.isDraining() {
 		h.Status, status = "draining", http.StatusServiceUnavailable

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/pddl"
 )
 
 // Options configure a Server. The zero value of every field is a usable
@@ -56,13 +58,21 @@ type Options struct {
 	// beyond); 0 means 1 MiB.
 	MaxPDDLBytes int
 	// MaxGroundActions bounds the grounded actions of a task (422
-	// too_many_actions beyond); 0 means 100000. Grounding also refuses a
-	// task whose actions are estimated (before any join) above 100 times
-	// this, or whose joins keep more than 4 times this many bindings.
+	// too_many_actions beyond); 0 means 100000. Grounding also stops when
+	// its joins keep more than 4 times this many bindings.
 	MaxGroundActions int
+	// MaxGroundEstimate refuses, before any join, a task with an action
+	// whose ground actions or join bindings are estimated above it (an
+	// upper bound from the objects each variable may take; it ignores
+	// fluent preconditions, so it can exceed the true count a
+	// thousandfold, as on IPC's caldera); 0 means 100 times
+	// MaxGroundActions.
+	MaxGroundEstimate float64
 	// MaxGroundSteps bounds the work of grounding one task (join steps,
 	// quantifier and type-hierarchy steps; 422 too_many_actions beyond);
-	// 0 means 50,000,000 (a few seconds of CPU).
+	// 0 means pddl.DefaultMaxGroundSteps (200,000,000: up to tens of
+	// seconds of CPU; IPC's airport-adl needs 50-100M steps for 5,000
+	// actions).
 	MaxGroundSteps int
 	// MaxSeconds caps a plan request's seconds budget (and is its default
 	// when MaxSeconds is below 60); 0 means 600.
@@ -93,6 +103,11 @@ type Options struct {
 	// client address (IP); one more is answered 429 too_many_connections
 	// and closed. 0 means 64, negative no bound.
 	MaxConnsPerClient int
+	// DrainNotice is how long Serve keeps listening after its context
+	// ends, with /healthz answering 503 draining and new requests 503
+	// shutting_down, before it closes the listener and waits for in-flight
+	// requests; 0 means none (closing at once).
+	DrainNotice time.Duration
 	// ShutdownTimeout is how long Serve waits for in-flight requests after
 	// its context ends before cancelling them; 0 means 30 seconds.
 	ShutdownTimeout time.Duration
@@ -105,7 +120,9 @@ type Options struct {
 	// nil means none are exported. cmd/nesy passes NVML readings (package
 	// models' GPU discovery).
 	GPUStats func() []GPUStat
-	// Version is reported by /api/version and /healthz; "" means "dev".
+	// Version is reported by /api/version and /healthz; "" means the
+	// build's: its module version, else "dev-" and its VCS revision, else
+	// "dev".
 	Version string
 	// Logger receives request and lifecycle logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -143,7 +160,10 @@ func (o Options) withDefaults() Options {
 	o.MaxQueue = max(o.MaxQueue, 0)
 	def(&o.MaxPDDLBytes, 1<<20)
 	def(&o.MaxGroundActions, 100000)
-	def(&o.MaxGroundSteps, 50_000_000)
+	if o.MaxGroundEstimate == 0 {
+		o.MaxGroundEstimate = 100 * float64(o.MaxGroundActions)
+	}
+	def(&o.MaxGroundSteps, pddl.DefaultMaxGroundSteps)
 	def(&o.MaxSimulations, 100000)
 	def(&o.MaxTokens, 8192)
 	def(&o.MaxActions, 1000)
@@ -179,12 +199,38 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Version == "" {
-		o.Version = "dev"
+		bi, _ := debug.ReadBuildInfo()
+		o.Version = buildVersion(bi)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// buildVersion names a build: its main module's version (a tagged
+// install), else "dev-" and the first 12 characters of its VCS revision
+// ("-dirty" with uncommitted changes), else "dev".
+func buildVersion(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return "dev-" + rev[:min(12, len(rev))] + dirty
 }
 
 func (o Options) store() models.Store {
@@ -303,8 +349,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down", "deadline", s.opts.ShutdownTimeout)
+	s.log.Info("shutting down", "deadline", s.opts.ShutdownTimeout, "drain_notice", s.opts.DrainNotice)
 	s.adm.drain()
+	if s.opts.DrainNotice > 0 {
+		// Still listening: /healthz says draining (503) and new work gets
+		// 503 shutting_down, so load balancers take the server out first.
+		time.Sleep(s.opts.DrainNotice)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)

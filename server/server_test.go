@@ -12,9 +12,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
@@ -145,6 +147,12 @@ func TestOllamaClient(t *testing.T) {
 	if !slices.Contains(names, ts.model) || !slices.Contains(names, "tiny-llama") {
 		t.Errorf("List = %v", names)
 	}
+	for _, m := range list.Models {
+		// tiny-llama is not loaded yet: its family comes from its file.
+		if m.Name == "tiny-llama" && m.Details.Family != gguf.ArchLlama {
+			t.Errorf("List: tiny-llama's details %+v", m.Details)
+		}
+	}
 
 	greedy := map[string]any{"temperature": 0, "num_predict": 12}
 	no := false
@@ -208,6 +216,18 @@ func TestOllamaClient(t *testing.T) {
 			t.Errorf("streamed %q, whole %q", pieces.String(), whole.Message.Content)
 		}
 	})
+	t.Run("tool message", func(t *testing.T) {
+		msgs := []api.Message{{Role: "user", Content: "where is a?"}, {Role: "assistant", Content: "look"},
+			{Role: "tool", Content: "a is on b"}}
+		var got api.ChatResponse
+		if err := c.Chat(ctx, &api.ChatRequest{Model: ts.model, Messages: msgs, Options: greedy, Stream: &no},
+			func(r api.ChatResponse) error { got = r; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Done || got.PromptEvalCount == 0 {
+			t.Errorf("chat with a tool message: %+v", got)
+		}
+	})
 	t.Run("load only", func(t *testing.T) {
 		// An empty prompt loads the model and answers at once, as Ollama does.
 		var got []api.GenerateResponse
@@ -223,6 +243,60 @@ func TestOllamaClient(t *testing.T) {
 		}
 		if len(chat) != 1 || !chat[0].Done || chat[0].DoneReason != "load" {
 			t.Errorf("load-only chat answer %+v", chat)
+		}
+	})
+	t.Run("show", func(t *testing.T) {
+		// From the files' metadata (show never loads a model).
+		for _, tc := range []struct{ model, family string }{{ts.model, gguf.ArchQwen3}, {"tiny-llama", gguf.ArchLlama}} {
+			sr, err := c.Show(ctx, &api.ShowRequest{Model: tc.model})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sr.Details.Family != tc.family || sr.ModelInfo["general.architecture"] != tc.family ||
+				sr.ModelInfo[tc.family+".context_length"] == nil || !slices.Contains(sr.Capabilities, "completion") {
+				t.Errorf("show %s: %+v", tc.model, sr)
+			}
+		}
+		_, err := c.Show(ctx, &api.ShowRequest{Model: "no-such-model"})
+		var se api.StatusError
+		if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound {
+			t.Errorf("show of an unknown model: %v", err)
+		}
+	})
+	t.Run("ps", func(t *testing.T) {
+		ps, err := c.ListRunning(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]api.ProcessModelResponse{}
+		for _, m := range ps.Models {
+			byName[m.Name] = m
+		}
+		def, llama := byName[ts.model], byName["tiny-llama"]
+		if len(ps.Models) != 2 || def.Details.Family != gguf.ArchQwen3 || def.ContextLength == 0 || !def.ExpiresAt.IsZero() {
+			t.Errorf("ps: default model %+v (all %+v)", def, ps.Models)
+		}
+		if llama.Details.Family != gguf.ArchLlama || !llama.ExpiresAt.After(time.Now()) {
+			t.Errorf("ps: tiny-llama %+v", llama)
+		}
+	})
+	t.Run("keep_alive 0 unloads", func(t *testing.T) {
+		// As `ollama stop` does; the server's default model stays loaded.
+		if n := len(ts.s.models.engines()); n != 2 {
+			t.Fatalf("%d engines loaded before, want the default and tiny-llama", n)
+		}
+		for _, model := range []string{"tiny-llama", ts.model} {
+			var got []api.GenerateResponse
+			if err := c.Generate(ctx, &api.GenerateRequest{Model: model, KeepAlive: &api.Duration{}},
+				func(r api.GenerateResponse) error { got = append(got, r); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || !got[0].Done || got[0].DoneReason != "unload" {
+				t.Fatalf("%s: answer %+v", model, got)
+			}
+		}
+		if n := len(ts.s.models.engines()); n != 1 {
+			t.Fatalf("%d engines loaded after, want the default alone", n)
 		}
 	})
 	t.Run("errors", func(t *testing.T) {
@@ -249,6 +323,20 @@ func TestModelNamesStayInside(t *testing.T) {
 	outside := testModel(t, t.TempDir(), "outside", gguf.ArchLlama)
 	if err := os.Symlink(outside, filepath.Join(ts.dir, "link.gguf")); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ts.dir, "junk.gguf"), []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /v1/models lists only what can load: not the link out, not the junk.
+	_, _, body := ts.do("GET", "/v1/models", nil)
+	var listed modelsResponse
+	mustJSON(t, body, &listed)
+	var names []string
+	for _, mi := range listed.Models {
+		names = append(names, mi.Name)
+	}
+	if slices.Contains(names, "link") || slices.Contains(names, "junk") || !slices.Contains(names, "tiny-llama") {
+		t.Errorf("/v1/models lists %v", names)
 	}
 	for _, name := range []string{"../tiny-qwen3", "../tiny-qwen3.gguf", outside, "link", "link.gguf", "/etc/passwd", "..", "a/../../tiny-qwen3"} {
 		t.Run(name, func(t *testing.T) {
@@ -416,6 +504,27 @@ func TestTruncatedModel(t *testing.T) {
 			}
 			if n := len(ts.s.models.engines()); n != 2 {
 				t.Fatalf("%d engines loaded after the failed load, want 2 (nothing unloaded)", n)
+			}
+		})
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}}
+	for _, tc := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"no build info", nil, "dev"},
+		{"tagged", &debug.BuildInfo{Main: debug.Module{Version: "v0.3.1"}, Settings: rev}, "v0.3.1"},
+		{"revision", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: rev}, "dev-0123456789ab"},
+		{"dirty", &debug.BuildInfo{Settings: append(rev, debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, "dev-0123456789ab-dirty"},
+		{"nothing known", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := buildVersion(tc.bi); got != tc.want {
+				t.Fatalf("buildVersion = %q, want %q", got, tc.want)
 			}
 		})
 	}

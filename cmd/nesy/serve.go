@@ -11,6 +11,7 @@ import (
 
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gpu"
+	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/server"
 )
 
@@ -86,8 +87,9 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.DurationVar(&o.QueueTimeout, "queue-timeout", 2*time.Minute, "longest wait for a slot before a 503")
 	f.Int64Var(&maxBody, "max-body", 8<<20, "largest request body in bytes (413 beyond)")
 	f.IntVar(&o.MaxPDDLBytes, "max-pddl", 1<<20, "largest domain or problem text in bytes (413 beyond)")
-	f.IntVar(&o.MaxGroundActions, "max-ground-actions", 100000, "most grounded actions a task may have (422 beyond; also refused: an estimate over 100 times this, or 4 times this many join bindings)")
-	f.IntVar(&o.MaxGroundSteps, "max-ground-steps", 50_000_000, "most steps of work grounding one task may take (422 beyond)")
+	f.IntVar(&o.MaxGroundActions, "max-ground-actions", 100000, "most grounded actions a task may have (422 beyond; grounding also stops at 4 times this many join bindings)")
+	f.Float64Var(&o.MaxGroundEstimate, "max-ground-estimate", 0, "refuse before grounding an action estimated (from its objects and static facts, an upper bound) above this many ground actions (0: 100 times --max-ground-actions)")
+	f.IntVar(&o.MaxGroundSteps, "max-ground-steps", pddl.DefaultMaxGroundSteps, "most steps of work grounding one task may take (422 beyond)")
 	f.Float64Var(&o.MaxSeconds, "max-seconds", 600, "cap on a plan request's seconds budget")
 	f.IntVar(&o.MaxSimulations, "max-simulations", 100000, "cap on a plan request's MCTS simulations")
 	f.IntVar(&o.MaxTokens, "max-tokens", 8192, "cap on a request's token budget")
@@ -98,6 +100,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.DurationVar(&o.HeaderTimeout, "header-timeout", 10*time.Second, "longest time a client may take to send a request's headers")
 	f.DurationVar(&o.IdleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
 	f.IntVar(&o.MaxConnsPerClient, "max-conns-per-client", 64, "connections open at once from one client address (one more gets 429 and is closed); negative: no bound")
+	f.DurationVar(&o.DrainNotice, "drain-notice", 0, "on SIGINT/SIGTERM, keep listening this long with /healthz saying draining (503) before closing the listener")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	f.IntVar(&o.Engine.Threads, "threads", 0, "CPU threads per engine (0: all cores)")
 	f.IntVar(&o.Engine.ContextLength, "ctx", 0, "context length per sequence (0: the model's, at most 8192)")
