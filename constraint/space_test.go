@@ -8,10 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nesy-dev/nesy/internal/testkit"
+
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/trie"
 )
+
+// realIndexes keeps the shared tokenizers' indexes across the tests.
+var realIndexes testkit.IndexCache
 
 // randomWalk follows the constraint with uniformly random token choices
 // (end tokens, when allowed, with probability pEnd) until the plan ends,
@@ -69,10 +74,10 @@ func randomWalk(t *testing.T, sp *Space, r *rand.Rand, pEnd float64) (Cursor, []
 // validator's. NESY_FULL=1 runs every task with more seeds.
 func TestRandomConstrainedWalksValidate(t *testing.T) {
 	perDataset, seeds := 6, 3
-	if fullRun() {
+	if testkit.FullRun() {
 		perDataset, seeds = 0, 10
 	}
-	tasks := datasetTasks(t, perDataset)
+	tasks := testkit.DatasetTasks(t, perDataset)
 	policies := []Options{
 		{MaxActions: 12},
 		{MaxActions: 12, EndPolicy: EndAtGoal},
@@ -80,7 +85,7 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 	}
 	plans := 0
 	for _, family := range []string{"qwen3", "llama2"} {
-		idx := realIndex(t, family)
+		idx := realIndexes.Get(t, family)
 		for pi, opts := range policies {
 			t.Run(fmt.Sprintf("%s/policy%d", family, pi), func(t *testing.T) {
 				for ti, tt := range tasks {
@@ -115,10 +120,10 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 
 // checkEnded validates an ended cursor's plan from its printed text and
 // checks the end reason against the options.
-func checkEnded(t *testing.T, tt testTask, sp *Space, c Cursor) {
+func checkEnded(t *testing.T, tt testkit.Task, sp *Space, c Cursor) {
 	t.Helper()
 	lines := sp.PlanLines(c)
-	res := validatePlanText(t, tt.Task(), lines)
+	res := testkit.ValidatePlanText(t, tt.Task(), lines)
 	if !res.Valid {
 		t.Fatalf("%s: constrained plan invalid: %s\n%s", tt.Name, res.Error, strings.Join(lines, "\n"))
 	}
@@ -159,12 +164,12 @@ func checkEnded(t *testing.T, tt testTask, sp *Space, c Cursor) {
 // constraint must accept every one and end at the goal.
 func TestReferencePlansFollowConstraint(t *testing.T) {
 	n := 25
-	if fullRun() {
+	if testkit.FullRun() {
 		n = 0
 	}
-	idx := realIndex(t, "qwen3")
+	idx := realIndexes.Get(t, "qwen3")
 	checked := 0
-	for _, tt := range datasetTasks(t, n) {
+	for _, tt := range testkit.DatasetTasks(t, n) {
 		if tt.Gold == nil {
 			continue
 		}
@@ -239,7 +244,7 @@ func oneShotTask(t *testing.T) *lexicon.Bound {
 // at the goal, at the action limit, and at a dead end, depending on the
 // options.
 func TestEndsAndDeadEnds(t *testing.T) {
-	idx := realIndex(t, "qwen3")
+	idx := realIndexes.Get(t, "qwen3")
 	lex := oneShotTask(t)
 	eos := idx.EndTokens()[0]
 	tests := []struct {
