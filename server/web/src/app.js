@@ -300,6 +300,7 @@ function renderBest() {
   ol.dataset.key = plan.join('\n');
   ol.replaceChildren(...plan.map((a) => li(a)));
   $('bestGoal').textContent = model.bestGoal ? 'reaches the goal' : plan.length ? '(goal not reached)' : '';
+  $('bestGoal').className = model.bestGoal ? 'yes' : 'pending';
 }
 
 function li(text, state) {
