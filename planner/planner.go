@@ -244,16 +244,12 @@ func Run(ctx context.Context, lm models.LM, task Task, m Method, opts Options) (
 	if m.Search() && popts.Think {
 		return nil, fmt.Errorf("planner: thinking works with greedy and cgreedy only, not %s", m)
 	}
-	prompt, err := decoder.BuildPrompt(lm, task.Lexicon, popts)
-	if err != nil {
-		return nil, fmt.Errorf("planner: %w", err)
-	}
-	if n := lm.Info().ContextLength; n > 0 && len(prompt.Tokens) >= n {
-		return nil, &models.PromptTooLongError{Tokens: len(prompt.Tokens), ContextLength: n}
-	}
-	r := &run{lm: lm, idx: idx, task: task, method: m, opts: opts, space: space, popts: popts, prompt: prompt}
+	// The decoder and the search each build the prompt once and refuse
+	// one that does not fit the context (*models.PromptTooLongError).
+	r := &run{lm: lm, idx: idx, task: task, method: m, opts: opts, space: space, popts: popts}
 	start := time.Now()
 	var out *Outcome
+	var err error
 	if m.Search() {
 		out, err = r.search(ctx)
 	} else {
@@ -282,7 +278,6 @@ type run struct {
 	opts   Options
 	space  constraint.Options
 	popts  decoder.PromptOptions
-	prompt *decoder.Prompt
 }
 
 // decode runs greedy, cgreedy or thinking.
@@ -345,6 +340,10 @@ func (r *run) search(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
+	prompt, err := decoder.BuildPrompt(r.lm, r.task.Lexicon, r.popts)
+	if err != nil {
+		return nil, fmt.Errorf("planner: %w", err)
+	}
 	o := r.opts.Search
 	if o.Width == 0 {
 		o.Width = DefaultWidth
@@ -379,7 +378,7 @@ func (r *run) search(ctx context.Context) (*Outcome, error) {
 	// model call that overruns it.
 	sctx, cancel := context.WithTimeout(ctx, o.Time+o.Time/2+5*time.Second)
 	defer cancel()
-	res, err := mcts.Search(sctx, r.lm, sp, r.prompt.Tokens, o)
+	res, err := mcts.Search(sctx, r.lm, sp, prompt.Tokens, o)
 	if res == nil {
 		if err == nil {
 			err = errors.New("planner: the search returned no result")
