@@ -22,31 +22,7 @@ import (
 //	go test ./mcts -run XXX -bench Simulations -benchtime 5x
 func BenchmarkSimulations(b *testing.B) {
 	path := modelPath(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
-	lm, idx := loadModel(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
-	lex := loadTask(b, "", alfworldGames(b)[0])
-	sp, err := constraint.New(idx, lex, constraint.Options{StopAtGoal: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	prompt, err := lm.Tokenize("You are a planner. Write a plan for the household task, one action per line.\n", false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, batch := range []int{1, 16} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			sims, occ := 0, 0.0
-			for b.Loop() {
-				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				sims += res.Stats.Simulations
-				occ = res.Stats.BatchOccupancy
-			}
-			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
-			b.ReportMetric(occ, "occupancy")
-		})
-	}
+	benchSearches(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
 }
 
 // BenchmarkHybridSimulations is BenchmarkSimulations with a Qwen3.5-style
@@ -66,7 +42,15 @@ func BenchmarkHybridSimulations(b *testing.B) {
 		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 768, 12, 2048, 6, 2, 64, 32000, 1
 		return s
 	})
-	lm, idx := loadModel(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})
+	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})
+}
+
+// benchSearches runs 128-simulation searches with one leaf and with 16
+// leaves per model call on the model at path, after a short prompt, over
+// the first ALFWorld task: simulations per second, batch occupancy, model
+// passes per search and CPU time per simulation.
+func benchSearches(b *testing.B, path string, mopts models.Options) {
+	lm, idx := loadModel(b, path, mopts)
 	lex := loadTask(b, "", alfworldGames(b)[0])
 	sp, err := constraint.New(idx, lex, constraint.Options{StopAtGoal: true})
 	if err != nil {
