@@ -24,12 +24,14 @@ func newServeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the HTTP server (plan API, model listing, metrics, Ollama-compatible routes)",
+		Short: "Run the HTTP server (plan API, OpenAI- and Ollama-compatible routes, live search view, metrics)",
 		Long: `Run the nesy HTTP server.
 
 Routes: POST /v1/plan, GET /v1/models, GET /healthz, GET /metrics,
-GET /openapi.json, and the Ollama-compatible GET /api/version, GET /api/tags,
-POST /api/generate, POST /api/chat.
+GET /openapi.json, the live search view GET /ui, the OpenAI-compatible
+POST /v1/chat/completions and POST /v1/completions (with the "pddl"
+extension for plans), and the Ollama-compatible GET /api/version,
+GET /api/tags, GET /api/ps, POST /api/show, POST /api/generate, POST /api/chat.
 
 The server listens on 127.0.0.1 unless --addr says otherwise. With --token
 (or NESY_TOKEN) every route but /healthz needs "Authorization: Bearer <token>".
