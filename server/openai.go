@@ -35,12 +35,17 @@ const maxTopLogprobs = 20
 // ChatMessage is one message of a chat completion request, or the
 // assistant's answer.
 type ChatMessage struct {
-	// Role is system, developer (read as system), user or assistant.
+	// Role is system, developer (read as system), user, assistant or tool
+	// (a tool's result, rendered as the model's chat template renders
+	// tool messages).
 	Role string `json:"role"`
 	// Content is the text; requests may send a string or a list of text
 	// parts.
 	Content MessageContent `json:"content"`
 	Name    string         `json:"name,omitempty"`
+	// ToolCallID is the call a tool message answers; accepted for OpenAI
+	// clients' sake (the chat templates do not show it).
+	ToolCallID string `json:"tool_call_id,omitempty"`
 }
 
 // MessageContent is a message's text. OpenAI's clients send either a
@@ -550,9 +555,9 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		switch role {
 		case "developer":
 			role = "system"
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		default:
-			bad("messages[%d]: role %q is not supported (want system, developer, user or assistant)", i, m.Role)
+			bad("messages[%d]: role %q is not supported (want system, developer, user, assistant or tool)", i, m.Role)
 			return
 		}
 		msgs = append(msgs, models.Message{Role: role, Content: string(m.Content)})

@@ -122,6 +122,26 @@ func TestOpenAIPlainChat(t *testing.T) {
 		}
 	})
 
+	t.Run("tool_message", func(t *testing.T) {
+		// An OpenAI client's tool round: the assistant's call, then the
+		// tool's result. The result reaches the prompt (its tokens are
+		// counted), rendered by the model's chat template.
+		withTool := append(slices.Clone(msgs),
+			openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+				ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: "call_1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "where", Arguments: "{}"}}}}}},
+			openai.ToolMessage("the red block is on the green block", "call_1"))
+		p := greedy
+		p.Messages = withTool
+		got, err := c.Chat.Completions.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Usage.PromptTokens <= u.PromptTokens+5 {
+			t.Errorf("prompt of %d tokens with the tool's result, %d without", got.Usage.PromptTokens, u.PromptTokens)
+		}
+	})
+
 	t.Run("logprobs", func(t *testing.T) {
 		p := greedy
 		p.Logprobs, p.TopLogprobs = openai.Bool(true), openai.Int(3)
