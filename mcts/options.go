@@ -148,6 +148,12 @@ type Options struct {
 	Time        time.Duration
 	Simulations int
 	Tokens      int64
+	// MaxNodes bounds the nodes of the tree, the search's memory (each
+	// costs at most about NodeBytes with its masks and cached values): the
+	// search stops with StopMemory once it has created this many, keeping
+	// the best plan so far. A batch may overrun it by at most Batch times
+	// Width nodes. 0 means no bound.
+	MaxNodes int
 	// Exhaust keeps searching after the first plan that reaches the goal,
 	// until the budget is spent or the tree is exhausted, and returns the
 	// shortest such plan. By default the search stops at the first.
@@ -240,8 +246,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("mcts: batch %d is negative", o.Batch)
 	case o.VirtualLoss < 0:
 		return o, fmt.Errorf("mcts: virtual loss %d is negative", o.VirtualLoss)
-	case o.Time < 0 || o.Simulations < 0 || o.Tokens < 0:
-		return o, fmt.Errorf("mcts: negative budget (time %v, simulations %d, tokens %d)", o.Time, o.Simulations, o.Tokens)
+	case o.Time < 0 || o.Simulations < 0 || o.Tokens < 0 || o.MaxNodes < 0:
+		return o, fmt.Errorf("mcts: negative budget (time %v, simulations %d, tokens %d, nodes %d)", o.Time, o.Simulations, o.Tokens, o.MaxNodes)
 	case o.MaxActions < 0:
 		return o, fmt.Errorf("mcts: max actions %d is negative", o.MaxActions)
 	case o.Rollout < 0:
@@ -258,3 +264,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	return o, nil
 }
+
+// NodeBytes bounds the memory a search holds per node of its tree: the
+// node, its children list, its share of the allowed-token masks and cached
+// heuristic values, and a live view's report of it (TestNodeBytes measures
+// the live heap per node on ALFWorld). A caller with a memory budget of B
+// bytes sets MaxNodes to B / NodeBytes.
+const NodeBytes = 8192

@@ -25,6 +25,7 @@ const (
 	StopTokens      = "tokens"      // Options.Tokens were evaluated
 	StopExhausted   = "exhausted"   // every node within reach was searched
 	StopCanceled    = "canceled"    // the context was cancelled or its deadline passed
+	StopMemory      = "memory"      // Options.MaxNodes were created
 )
 
 // Result is the outcome of a search.
@@ -321,6 +322,8 @@ func (s *searcher) stopReason() (string, bool) {
 		return StopSimulations, true
 	case s.opts.Tokens > 0 && s.stats.EvaluatedTokens >= s.opts.Tokens:
 		return StopTokens, true
+	case s.opts.MaxNodes > 0 && s.stats.Nodes >= s.opts.MaxNodes:
+		return StopMemory, true
 	}
 	return "", false
 }

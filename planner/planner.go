@@ -56,6 +56,10 @@ type Budgets struct {
 	// MaxActions bounds the plan's length. 0 means DefaultMaxActions; a
 	// negative value means no bound.
 	MaxActions int
+	// MaxNodes bounds a search's tree, and so its memory (mcts.NodeBytes
+	// per node at most): the search stops with StopMemory, keeping its
+	// best plan. 0 means no bound.
+	MaxNodes int
 }
 
 // Options configure a run. The zero value runs the method with the paper's
@@ -147,13 +151,14 @@ const (
 	StopTokens      Stop = "tokens"      // Budgets.EvaluatedTokens were evaluated
 	StopExhausted   Stop = "exhausted"   // the search space within reach was searched
 	StopCanceled    Stop = "canceled"    // the caller's context ended
+	StopMemory      Stop = "memory"      // a search's tree reached Budgets.MaxNodes
 )
 
 // BudgetRanOut reports whether a budget, not the model or the goal, ended
 // the run.
 func (s Stop) BudgetRanOut() bool {
 	switch s {
-	case StopTime, StopSimulations, StopTokens, StopMaxTokens, StopMaxActions:
+	case StopTime, StopSimulations, StopTokens, StopMaxTokens, StopMaxActions, StopMemory:
 		return true
 	}
 	return false
@@ -309,8 +314,13 @@ func (r *run) decode(ctx context.Context) (*Outcome, error) {
 	}
 	res, err := dec.Decode(dctx, decoder.Request{Lexicon: r.task.Lexicon, Prompt: r.popts, Space: r.space}, dopts)
 	if res == nil {
-		if err == nil {
+		switch {
+		case err == nil:
 			err = errors.New("planner: the decoder returned no result")
+		case ctx.Err() == nil && dctx.Err() != nil:
+			// The time budget ran out before the first token (a long
+			// prompt on a slow machine): an empty plan, not an error.
+			return &Outcome{Stop: StopTime, Interrupted: true}, nil
 		}
 		return nil, err
 	}
@@ -371,7 +381,7 @@ func (r *run) search(ctx context.Context) (*Outcome, error) {
 	if o.Time == 0 {
 		o.Time = DefaultSearchTime
 	}
-	o.Simulations, o.Tokens, o.Seed = r.opts.Simulations, r.opts.EvaluatedTokens, r.opts.Seed
+	o.Simulations, o.Tokens, o.Seed, o.MaxNodes = r.opts.Simulations, r.opts.EvaluatedTokens, r.opts.Seed, r.opts.MaxNodes
 	o.MaxActions = r.space.MaxActions
 	o.Unconstrained = r.method == MCTS
 	// The search stops itself at o.Time; the deadline is a backstop for a

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nesy-dev/nesy/examples"
 	"github.com/nesy-dev/nesy/lexicon"
@@ -185,5 +186,21 @@ func TestCancel(t *testing.T) {
 	}
 	if out != nil && out.Stop != StopCanceled {
 		t.Errorf("stop %s", out.Stop)
+	}
+}
+
+// TestTimeBeforeFirstToken: a time budget that runs out while the prompt
+// is still being evaluated ends a decoding run with StopTime and an empty,
+// valid plan, not an error (the fuzzed server answered such requests 500).
+func TestTimeBeforeFirstToken(t *testing.T) {
+	lm, task := setup(t, 4096)
+	for _, m := range []Method{Greedy, CGreedy} {
+		out, err := Run(context.Background(), lm, task, m, Options{Budgets: Budgets{Time: time.Nanosecond}})
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		if out.Stop != StopTime || !out.Interrupted || len(out.Plan) != 0 || !out.Valid {
+			t.Errorf("%s: stop %s, interrupted %v, plan %v, valid %v", m, out.Stop, out.Interrupted, out.Lines, out.Valid)
+		}
 	}
 }

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nesy-dev/nesy/constraint"
 	"math"
 	"net/http"
 	"strings"
 	"time"
+
+	humanize "github.com/dustin/go-humanize"
+
+	"github.com/nesy-dev/nesy/constraint"
 
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/mcts"
@@ -124,7 +127,8 @@ type PlanResponse struct {
 	Revalidated bool `json:"revalidated"`
 	// StopReason says why the planner stopped: goal, end_token,
 	// end_marker, max_actions, dead_end, invalid_action, max_tokens,
-	// budget, exhausted, ...
+	// budget, exhausted, memory (a search's tree filled the request's
+	// memory budget), ...
 	StopReason      string `json:"stop_reason"`
 	ValidationError string `json:"validation_error,omitempty"`
 	GoalError       string `json:"goal_error,omitempty"`
@@ -505,6 +509,10 @@ func (s *Server) buildTask(ctx context.Context, req *PlanRequest) (task *pddl.Ta
 	if n := len(task.Actions); n > s.opts.MaxGroundActions {
 		return nil, nil, "", nil, errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; this server allows %d", n, s.opts.MaxGroundActions)
 	}
+	if n := len(task.Actions); n > memActions(s.opts.RequestMemory) {
+		return nil, nil, "", nil, errorf(http.StatusUnprocessableEntity, CodeTooManyActions, "the task grounds to %d actions; a request's memory budget of %s allows %d",
+			n, humanize.IBytes(uint64(s.opts.RequestMemory)), memActions(s.opts.RequestMemory))
+	}
 	if len(req.Lexicon) > 0 && string(req.Lexicon) != "null" {
 		l, err := lexicon.Parse(req.Lexicon)
 		if err != nil {
@@ -542,10 +550,12 @@ func checkProblemNames(d *pddl.Domain, p *pddl.Problem) error {
 
 // groundLimits are the grounding limits of a request: MaxGroundActions
 // counted, four times as many join bindings kept (about 250 bytes each),
-// MaxGroundEstimate before the joins, MaxGroundSteps of work.
+// MaxGroundEstimate before the joins, MaxGroundSteps of work; the actions
+// and bindings also within RequestMemory.
 func (s *Server) groundLimits() pddl.GroundLimits {
-	n := s.opts.MaxGroundActions
-	return pddl.GroundLimits{MaxActions: n, MaxBindings: 4 * n, MaxEstimate: s.opts.MaxGroundEstimate, MaxSteps: s.opts.MaxGroundSteps}
+	n := min(s.opts.MaxGroundActions, memActions(s.opts.RequestMemory))
+	return pddl.GroundLimits{MaxActions: n, MaxBindings: int(min(4*int64(n), s.opts.RequestMemory/bindingBytes)),
+		MaxEstimate: s.opts.MaxGroundEstimate, MaxSteps: s.opts.MaxGroundSteps}
 }
 
 // groundError maps a grounding error: a limit is 422 too_many_actions

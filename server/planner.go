@@ -64,7 +64,7 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 	end, _ := constraint.ParseEndPolicy(req.End) // checked with the request
 	opts := planner.Options{
 		Budgets: planner.Budgets{Time: job.budget, Simulations: req.Simulations, EvaluatedTokens: req.MaxEvaluatedTokens,
-			GeneratedTokens: req.MaxTokens, MaxActions: req.MaxActions},
+			GeneratedTokens: req.MaxTokens, MaxActions: req.MaxActions, MaxNodes: searchNodes(s.opts.RequestMemory, len(job.task.Actions))},
 		Heuristic: req.Heuristic, Evaluator: job.heur, End: end, Think: req.Think, Index: idx,
 	}
 	if sp := req.Sampling; sp != nil {

@@ -46,8 +46,10 @@ type registry struct {
 	loaded map[string]*modelEntry
 	closed bool
 
-	stop chan struct{} // closed by close: ends the idle reaper
+	stop chan struct{} // closed by close: ends the idle reaper and hashing
 	wg   sync.WaitGroup
+
+	digests digestCache // sha256 digests of files in the models folder
 }
 
 // modelEntry is one loaded (or loading) model.
@@ -437,6 +439,7 @@ func (r *registry) list() []modelInfo {
 			mi := modelInfo{Name: strings.TrimSuffix(filepath.ToSlash(rel), ".gguf"), Source: "models_dir"}
 			if fi, err := d.Info(); err == nil {
 				mi.Size, mi.Modified = fi.Size(), fi.ModTime()
+				mi.Digest = r.digest(p, fi)
 			}
 			add(mi, p)
 			return nil

@@ -74,6 +74,14 @@ type Options struct {
 	// seconds of CPU; IPC's airport-adl needs 50-100M steps for 5,000
 	// actions).
 	MaxGroundSteps int
+	// RequestMemory is the memory one plan request may use for its task
+	// and its search, in bytes: grounding stops (422 too_many_actions)
+	// past RequestMemory / ActionBytes ground actions or RequestMemory /
+	// 250 join bindings, and a search stops (stop_reason "memory", the best
+	// plan so far kept) when its tree holds what the task left of it at
+	// mcts.NodeBytes a node. 0 means DefaultRequestMemory(MaxConcurrent):
+	// half the machine's memory shared by the running requests.
+	RequestMemory int64
 	// MaxSeconds caps a plan request's seconds budget (and is its default
 	// when MaxSeconds is below 60); 0 means 600.
 	MaxSeconds float64
@@ -164,6 +172,9 @@ func (o Options) withDefaults() Options {
 		o.MaxGroundEstimate = 100 * float64(o.MaxGroundActions)
 	}
 	def(&o.MaxGroundSteps, pddl.DefaultMaxGroundSteps)
+	if o.RequestMemory == 0 {
+		o.RequestMemory = DefaultRequestMemory(o.MaxConcurrent)
+	}
 	def(&o.MaxSimulations, 100000)
 	def(&o.MaxTokens, 8192)
 	def(&o.MaxActions, 1000)

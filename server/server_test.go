@@ -529,3 +529,51 @@ func TestBuildVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestFolderModelDigest: /api/tags gives a models-folder file the sha256
+// digest of its bytes, as Ollama gives store models theirs (computed in the
+// background: the first listing may not have it yet), and hashes it again
+// when the file changes.
+func TestFolderModelDigest(t *testing.T) {
+	ts := startServer(t, Options{})
+	path := filepath.Join(ts.dir, "tiny-llama.gguf")
+	fileDigest := func() string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	base, _ := url.Parse(ts.url)
+	c := api.NewClient(base, http.DefaultClient)
+	listed := func() string {
+		list, err := c.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range list.Models {
+			if m.Name == "tiny-llama" {
+				return m.Digest
+			}
+		}
+		t.Fatal("tiny-llama is not listed")
+		return ""
+	}
+	want := fileDigest()
+	waitFor(t, "the folder model's digest", func() bool { return listed() == want })
+
+	// A changed file gets its new digest.
+	spec := gguf.Default(gguf.ArchLlama)
+	spec.Seed = 99
+	if err := gguf.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Minute)
+	os.Chtimes(path, future, future)
+	want2 := fileDigest()
+	if want2 == want {
+		t.Fatal("the rewritten model has the same bytes")
+	}
+	waitFor(t, "the changed model's digest", func() bool { return listed() == want2 })
+}

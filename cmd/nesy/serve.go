@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/nesy-dev/nesy/models"
@@ -21,6 +23,8 @@ func newServeCmd() *cobra.Command {
 		addr     string
 		logLevel string
 		maxBody  int64
+		// requestMemory is --request-memory as given ("" for the default).
+		requestMemory string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,6 +52,13 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 				o.Token = os.Getenv("NESY_TOKEN")
 			}
 			o.MaxBodyBytes = maxBody
+			if requestMemory != "" {
+				n, err := humanize.ParseBytes(requestMemory)
+				if err != nil || n == 0 || n > math.MaxInt64 {
+					return fmt.Errorf("--request-memory %q: want a size such as 512MiB or 2GB", requestMemory)
+				}
+				o.RequestMemory = int64(n)
+			}
 			o.Logger = log
 			o.Engine.Logger = log
 			mon := gpu.Open(gpu.Options{})
@@ -92,6 +103,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.IntVar(&o.MaxGroundActions, "max-ground-actions", 100000, "most grounded actions a task may have (422 beyond; grounding also stops at 4 times this many join bindings)")
 	f.Float64Var(&o.MaxGroundEstimate, "max-ground-estimate", 0, "refuse before grounding an action estimated (from its objects and static facts, an upper bound) above this many ground actions (0: 100 times --max-ground-actions)")
 	f.IntVar(&o.MaxGroundSteps, "max-ground-steps", pddl.DefaultMaxGroundSteps, "most steps of work grounding one task may take (422 beyond)")
+	f.StringVar(&requestMemory, "request-memory", "", "memory one plan request may use for its task and search, e.g. 512MiB or 2GB (422 too_many_actions past it while grounding; a search stops with stop_reason \"memory\"); default half the machine's memory shared by --max-concurrent requests")
 	f.Float64Var(&o.MaxSeconds, "max-seconds", 600, "cap on a plan request's seconds budget")
 	f.IntVar(&o.MaxSimulations, "max-simulations", 100000, "cap on a plan request's MCTS simulations")
 	f.IntVar(&o.MaxTokens, "max-tokens", 8192, "cap on a request's token budget")
