@@ -130,6 +130,8 @@ type RunInfo struct {
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
+	// Perception is Phase I's perception method (two-phase runs).
+	Perception string `json:"perception,omitempty"`
 }
 
 func (c *Config) normalize() error {
@@ -178,7 +180,18 @@ func (c *Config) normalize() error {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic}
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception()}
+}
+
+// perception is the run's perception method ("" in true-state mode).
+func (c *Config) perception() string {
+	if c.Mode != ModeTwoPhase {
+		return ""
+	}
+	if c.Explore.Perception == "" {
+		return explore.PerceiveText
+	}
+	return c.Explore.Perception
 }
 
 // Run runs the configured tasks that tasks.jsonl in the output folder does

@@ -91,13 +91,22 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 
 	task, lex := ep.Task(), ep.Lexicon()
 	if cfg.Mode == ModeTwoPhase {
-		xr, err := explore.Explore(ctx, cfg.Model, ep, cfg.Explore)
+		// The agent's side of the episode: text (and images) only; the
+		// truth stays here, for scoring.
+		agent, err := ep.Agent()
+		if err != nil {
+			return fail(err)
+		}
+		xr, err := explore.Explore(ctx, cfg.Model, agent, cfg.Explore)
 		if err != nil {
 			return fail(fmt.Errorf("exploration: %w", err))
 		}
-		g := explore.Compare(xr, ep.Task(), ep.State())
+		g := explore.Compare(xr, ep.Task(), ep.State(), ep.Belief())
 		ready, grounded := xr.Ready, g.Correct
 		rec.Ready, rec.Grounded = &ready, &grounded
+		rec.Perception = xr.Perception
+		rec.GoalFacts, rec.AllFacts = &g.Goal, &g.All
+		rec.InvalidActions += xr.Invalid
 		rec.ExploreSteps, rec.ExploreStop = len(xr.Steps), xr.Stop
 		rec.ExploreSeconds = xr.Seconds
 		rec.add(xr.Usage, 0)
@@ -131,6 +140,7 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 		}
 		rec.Steps++
 		if sr.Action < 0 {
+			rec.InvalidActions++
 			rec.PlanValid = false
 			refused = fmt.Sprintf("step %d %q: the environment refused it (%s)", i+1, cmd, sr.Text)
 			break
@@ -280,6 +290,7 @@ func (r *runner) direct(ctx context.Context, ep *envs.Episode, rec *Record) erro
 			rec.Plan = append(rec.Plan, task.Actions[sr.Action].String())
 		} else {
 			rec.PlanValid = false
+			rec.InvalidActions++
 		}
 		if sr.Success {
 			rec.Stop = "success"

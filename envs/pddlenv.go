@@ -224,7 +224,7 @@ func (w *described) feedback(prev, s pddl.State, a int) (string, error) {
 }
 
 // visible: everything (fully observable).
-func (w *described) visible(pddl.State) (pddl.State, []string) {
+func (w *described) visible(pddl.State, int) (pddl.State, []string) {
 	vis := pddl.NewState(len(w.task.Facts))
 	for f := range w.task.Facts {
 		vis.Set(f)
