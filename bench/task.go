@@ -36,7 +36,9 @@ func newRunner(cfg Config) (*runner, error) {
 	if cfg.Explore.Dialog.Seed == 0 {
 		cfg.Explore.Dialog.Seed = cfg.Seed
 	}
-	cfg.Explore.Images = cfg.Env.Capabilities().Images
+	// Rendered views go to models that see images; a text-only model gets
+	// the text (its chat template would leave the images out anyway).
+	cfg.Explore.Images = cfg.Env.Capabilities().Images && cfg.Model.Info().Vision
 	return &runner{cfg: cfg, dec: dec}, nil
 }
 
@@ -250,7 +252,7 @@ func (r *runner) direct(ctx context.Context, ep *envs.Episode, rec *Record) erro
 	// image goes with its message; the dialog counts those a vision model
 	// saw.
 	attach := func(m *models.Message) {
-		if !cfg.Env.Capabilities().Images {
+		if !cfg.Explore.Images {
 			return
 		}
 		if img, err := ep.Image(); err == nil {

@@ -63,8 +63,10 @@ func NewALFWorld(dir string) (*ALFWorld, error) {
 // Name returns "alfworld".
 func (e *ALFWorld) Name() string { return "alfworld" }
 
-// Capabilities: partially observable, no images.
-func (e *ALFWorld) Capabilities() Capabilities { return Capabilities{PartiallyObservable: true} }
+// Capabilities: partially observable, renders the agent's view.
+func (e *ALFWorld) Capabilities() Capabilities {
+	return Capabilities{PartiallyObservable: true, Images: true}
+}
 
 // Tasks lists the games sorted by ID ("<task folder>/<trial>").
 func (e *ALFWorld) Tasks() []TaskInfo { return slices.Clone(e.tasks) }

@@ -47,8 +47,9 @@
 // VirtualHome and Blocksworld are fully observable: Visible is every fluent
 // fact and the text describes the whole state (initially) and every change.
 //
-// No env renders images: Capabilities.Images is false and Episode.Image
-// returns ErrNoImage, so a vision-ready harness knows to use the text.
+// ALFWorld renders the agent's view (Capabilities.Images, Episode.Image): a
+// picture of what its text tells. VirtualHome and Blocksworld do not
+// (Episode.Image returns ErrNoImage), so a harness knows to use the text.
 //
 // Episode.Admissible lists the commands applicable in the TRUE state (as
 // ALFWorld's admissible_commands do); it may name objects the agent has not
@@ -97,7 +98,7 @@ type Capabilities struct {
 	// PartiallyObservable: observations show only part of the true state
 	// (Observation.Visible is not every fact).
 	PartiallyObservable bool
-	// Images: Episode.Image renders the agent's view. No current env does.
+	// Images: Episode.Image renders the agent's view (ALFWorld).
 	Images bool
 }
 
@@ -206,6 +207,7 @@ type Episode struct {
 	belief    Belief
 	perceived map[string]bool
 	truth     Truth
+	last      int // the action that reached the state (-1 if none)
 }
 
 func newEpisode(info TaskInfo, task *pddl.Task, lex *lexicon.Bound, w world) (*Episode, error) {
@@ -254,6 +256,7 @@ func (e *Episode) observe(text string, a int) Observation {
 		e.perceived[o] = true
 	}
 	e.truth = Truth{Visible: vis, Objects: objs}
+	e.last = a
 	return Observation{Text: text, Goal: e.goal}
 }
 
@@ -341,9 +344,20 @@ func (e *Episode) Admissible() []string {
 	return out
 }
 
-// Image renders the agent's view; no current environment can
-// (Capabilities.Images is false), so it returns ErrNoImage.
-func (e *Episode) Image() (image.Image, error) { return nil, ErrNoImage }
+// Image renders the agent's current view, where the environment can
+// (Capabilities.Images: ALFWorld draws the receptacles at the agent's
+// location, labelled, with the objects the text lists on or in them, what
+// it holds and what "look" saw); others return ErrNoImage.
+func (e *Episode) Image() (image.Image, error) {
+	r, ok := e.w.(renderer)
+	if !ok {
+		return nil, ErrNoImage
+	}
+	if !e.started {
+		return nil, fmt.Errorf("%s: Image before Reset", e.info.ID)
+	}
+	return r.render(e.state, e.last), nil
+}
 
 // Names lists the environments New knows.
 func Names() []string { return []string{"alfworld", "virtualhome", "blocksworld"} }

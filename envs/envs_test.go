@@ -607,8 +607,9 @@ func TestSuites(t *testing.T) {
 			if obs.Text == "" || obs.Goal == "" || (!env.Capabilities().PartiallyObservable && len(tr.Objects) != len(ep.Task().Objects)) {
 				t.Fatalf("empty first observation %+v", obs)
 			}
-			if img, err := ep.Image(); img != nil || !errors.Is(err, ErrNoImage) || env.Capabilities().Images {
-				t.Fatal("no environment renders images")
+			img, err := ep.Image()
+			if env.Capabilities().Images != (err == nil && img != nil) || (err != nil && !errors.Is(err, ErrNoImage)) {
+				t.Fatalf("capability Images %v, but Image gives %v, %v", env.Capabilities().Images, img, err)
 			}
 			partial := env.Capabilities().PartiallyObservable
 			if all := tr.Visible.Len() == len(ep.Task().Facts); all == partial {

@@ -62,6 +62,7 @@ type recorder struct {
 	objsAt   []map[string]bool
 	images   int
 	render   bool
+	noImages bool // the environment cannot render
 }
 
 func newRecorder(t testing.TB, ep *envs.Episode, render bool) *recorder {
@@ -97,6 +98,9 @@ func (r *recorder) Step(cmd string) (envs.Observation, error) {
 // env that renders), else defers to the episode.
 func (r *recorder) Image() (image.Image, error) {
 	r.images++
+	if r.noImages {
+		return nil, envs.ErrNoImage
+	}
 	if !r.render {
 		return r.Agent.Image()
 	}
@@ -416,6 +420,7 @@ func TestExploreImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := newRecorder(t, ep, tc.render)
+		rec.noImages = !tc.render
 		res, err := Explore(context.Background(), lm, rec, Options{Images: tc.images, MaxSteps: 4})
 		if err != nil {
 			t.Fatal(err)

@@ -2,11 +2,14 @@ package explore
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/nesy-dev/nesy/envs"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/models/gguf"
 	"github.com/nesy-dev/nesy/pddl"
 )
 
@@ -283,4 +286,52 @@ func (c *objectsChecker) Perceive(ctx context.Context, in Input) (Percept, error
 		}
 	}
 	return p, err
+}
+
+// A generated vision model sees the rendered views: every observation's
+// image reaches it, in the skill dialog and in the model's perception.
+func TestExploreWithAVisionModel(t *testing.T) {
+	spec := gguf.Default(gguf.ArchGemma3)
+	spec.Vision = true
+	path := filepath.Join(t.TempDir(), "tiny-gemma3-vision.gguf")
+	if err := gguf.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	if !lm.Info().Vision {
+		t.Fatal("the generated model has no vision encoder")
+	}
+	env := openEnv(t, "alfworld")
+	if !env.Capabilities().Images {
+		t.Fatal("ALFWorld renders no views")
+	}
+	for _, perception := range []string{PerceiveText, PerceiveModel} {
+		ep, err := env.Open(context.Background(), env.Tasks()[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Explore(context.Background(), lm, agentOf(t, ep),
+			Options{Images: true, MaxSteps: 2, Perception: perception, Reader: ModelReaderOptions{MaxFacts: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1 + len(res.Steps)
+		if res.ImagesRendered != want {
+			t.Fatalf("%s: %d images attached for %d observations", perception, res.ImagesRendered, want)
+		}
+		// The skill dialog saw each but the last (exploration ended at the
+		// budget before another choice); the model's perception reads every
+		// observation, the last too, with its image.
+		seen := want - 1
+		if perception == PerceiveModel {
+			seen = 2*want - 1
+		}
+		if res.Usage.Images != seen {
+			t.Fatalf("%s: the vision model saw %d images of %d", perception, res.Usage.Images, want)
+		}
+	}
 }
