@@ -43,7 +43,11 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 	if suite == "" {
 		suite = "all"
 	}
-	fmt.Fprintf(&b, "Model `%s`, suite `%s`, %d tasks.\n\n", s.Model, suite, s.Tasks)
+	fmt.Fprintf(&b, "Model `%s`, suite `%s`, %d tasks", s.Model, suite, s.Tasks)
+	if s.Split != "" {
+		fmt.Fprintf(&b, " of split `%s`", s.Split)
+	}
+	b.WriteString(".\n\n")
 
 	b.WriteString("## Success (layout of the paper's Table 2: method x environment)\n\n")
 	b.WriteString(Table([]*Summary{s}))

@@ -132,7 +132,13 @@ type RunInfo struct {
 	OmitStatic  bool    `json:"omit_static,omitempty"`
 	// Perception is Phase I's perception method (two-phase runs).
 	Perception string `json:"perception,omitempty"`
+	// Split is the dataset split the tasks come from (ALFWorld
+	// "valid_unseen", the evaluation split; "" where the env has none).
+	Split string `json:"split,omitempty"`
 }
+
+// splitter is an environment whose tasks come from a named dataset split.
+type splitter interface{ Split() string }
 
 func (c *Config) normalize() error {
 	if c.Env == nil {
@@ -180,7 +186,15 @@ func (c *Config) normalize() error {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception()}
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception(), Split: splitOf(c.Env)}
+}
+
+// splitOf returns the env's dataset split, or "".
+func splitOf(e envs.Env) string {
+	if s, ok := e.(splitter); ok {
+		return s.Split()
+	}
+	return ""
 }
 
 // perception is the run's perception method ("" in true-state mode).
@@ -300,6 +314,10 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if (key{old.Env, old.Suite, old.Method, old.Mode, old.Model}) != (key{info.Env, info.Suite, info.Method, info.Mode, info.Model}) {
 			return fmt.Errorf("bench: %s holds a run of env %q suite %q method %q mode %q model %q; use another --out for env %q suite %q method %q mode %q model %q",
 				dir, old.Env, old.Suite, old.Method, old.Mode, old.Model, info.Env, info.Suite, info.Method, info.Mode, info.Model)
+		}
+		if old.Perception != info.Perception || old.Split != info.Split {
+			return fmt.Errorf("bench: %s holds a run with perception %q on split %q; use another --out for perception %q on split %q",
+				dir, old.Perception, old.Split, info.Perception, info.Split)
 		}
 		return nil
 	}

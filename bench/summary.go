@@ -17,6 +17,8 @@ type Summary struct {
 	Method string `json:"method"`
 	Mode   string `json:"mode"`
 	Model  string `json:"model"`
+	// Split is the dataset split (RunInfo.Split).
+	Split string `json:"split,omitempty"`
 	// Tasks is the number of task records; Successes of them succeeded;
 	// SuccessRate = Successes/Tasks; SuccessCI95 the task-cluster bootstrap
 	// 95% interval of the rate.
@@ -99,7 +101,7 @@ func stat(xs []float64) Stat {
 
 // Summarize aggregates records (info names the run).
 func Summarize(info RunInfo, recs []Record) *Summary {
-	s := &Summary{Env: info.Env, Suite: info.Suite, Method: info.Method, Mode: info.Mode, Model: info.Model,
+	s := &Summary{Env: info.Env, Suite: info.Suite, Method: info.Method, Mode: info.Mode, Model: info.Model, Split: info.Split,
 		Tasks: len(recs), Failures: map[string]int{}}
 	types := map[string]*TypeStat{}
 	groups := map[string]Cluster{}

@@ -60,6 +60,10 @@ func NewALFWorld(dir string) (*ALFWorld, error) {
 	return e, nil
 }
 
+// Split returns the dataset split the games come from: the folder's name
+// ("valid_unseen", the evaluation split; "valid_train" for training).
+func (e *ALFWorld) Split() string { return filepath.Base(e.dir) }
+
 // Name returns "alfworld".
 func (e *ALFWorld) Name() string { return "alfworld" }
 
