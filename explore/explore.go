@@ -112,7 +112,8 @@ type Step struct {
 	Offered int `json:"offered"`
 	// Feedback is the environment's answer.
 	Feedback string `json:"feedback"`
-	// Executed says the environment carried the skill out (false only if the
+	// Executed says the environment carried the skill out, as the agent
+	// learns it from the feedback (not "Nothing happens."; false only if the
 	// belief was wrong).
 	Executed bool `json:"executed"`
 	// Learned is the number of facts known after the step that were not
@@ -298,9 +299,6 @@ func (x *explorer) loop(ctx context.Context, d *Dialog, res *Result) (string, er
 			x.invalid++
 		}
 		if err := x.observe(ctx, obs, texts[i]); err != nil {
-			if ctx.Err() != nil {
-				return StopCanceled, err
-			}
 			return StopCanceled, err
 		}
 		d.Add(x.message(obs.Text))
