@@ -47,6 +47,11 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 	if s.Split != "" {
 		fmt.Fprintf(&b, " of split `%s`", s.Split)
 	}
+	if s.PartiallyObservable {
+		b.WriteString(", partially observable")
+	} else {
+		b.WriteString(", fully observable")
+	}
 	b.WriteString(".\n\n")
 
 	b.WriteString("## Success (layout of the paper's Table 2: method x environment)\n\n")

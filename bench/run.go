@@ -135,6 +135,9 @@ type RunInfo struct {
 	// Split is the dataset split the tasks come from (ALFWorld
 	// "valid_unseen", the evaluation split; "" where the env has none).
 	Split string `json:"split,omitempty"`
+	// PartiallyObservable says the env hides part of the state
+	// (envs.Capabilities; VirtualHome only with envs.Options.Partial).
+	PartiallyObservable bool `json:"partially_observable,omitempty"`
 }
 
 // splitter is an environment whose tasks come from a named dataset split.
@@ -186,7 +189,8 @@ func (c *Config) normalize() error {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception(), Split: splitOf(c.Env)}
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception(), Split: splitOf(c.Env),
+		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
 
 // splitOf returns the env's dataset split, or "".
@@ -315,9 +319,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 			return fmt.Errorf("bench: %s holds a run of env %q suite %q method %q mode %q model %q; use another --out for env %q suite %q method %q mode %q model %q",
 				dir, old.Env, old.Suite, old.Method, old.Mode, old.Model, info.Env, info.Suite, info.Method, info.Mode, info.Model)
 		}
-		if old.Perception != info.Perception || old.Split != info.Split {
-			return fmt.Errorf("bench: %s holds a run with perception %q on split %q; use another --out for perception %q on split %q",
-				dir, old.Perception, old.Split, info.Perception, info.Split)
+		if old.Perception != info.Perception || old.Split != info.Split || old.PartiallyObservable != info.PartiallyObservable {
+			return fmt.Errorf("bench: %s holds a run with perception %q on split %q (partially observable %v); use another --out for perception %q on split %q (partially observable %v)",
+				dir, old.Perception, old.Split, old.PartiallyObservable, info.Perception, info.Split, info.PartiallyObservable)
 		}
 		return nil
 	}

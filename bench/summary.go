@@ -17,8 +17,10 @@ type Summary struct {
 	Method string `json:"method"`
 	Mode   string `json:"mode"`
 	Model  string `json:"model"`
-	// Split is the dataset split (RunInfo.Split).
-	Split string `json:"split,omitempty"`
+	// Split is the dataset split (RunInfo.Split); PartiallyObservable
+	// says the env hid part of the state.
+	Split               string `json:"split,omitempty"`
+	PartiallyObservable bool   `json:"partially_observable,omitempty"`
 	// Tasks is the number of task records; Successes of them succeeded;
 	// SuccessRate = Successes/Tasks; SuccessCI95 the task-cluster bootstrap
 	// 95% interval of the rate.
@@ -102,7 +104,8 @@ func stat(xs []float64) Stat {
 // Summarize aggregates records (info names the run).
 func Summarize(info RunInfo, recs []Record) *Summary {
 	s := &Summary{Env: info.Env, Suite: info.Suite, Method: info.Method, Mode: info.Mode, Model: info.Model, Split: info.Split,
-		Tasks: len(recs), Failures: map[string]int{}}
+		PartiallyObservable: info.PartiallyObservable,
+		Tasks:               len(recs), Failures: map[string]int{}}
 	types := map[string]*TypeStat{}
 	groups := map[string]Cluster{}
 	var order []string

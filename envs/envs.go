@@ -46,6 +46,8 @@
 // stay unknown until it is opened.
 // VirtualHome and Blocksworld are fully observable: Visible is every fluent
 // fact and the text describes the whole state (initially) and every change.
+// VirtualHome's partially observable variant (Suite.Partial, Options.Partial)
+// hides the contents of closed containers until they are opened.
 //
 // ALFWorld renders the agent's view (Capabilities.Images, Episode.Image): a
 // picture of what its text tells. VirtualHome and Blocksworld do not
@@ -366,6 +368,28 @@ func Names() []string { return []string{"alfworld", "virtualhome", "blocksworld"
 // holding alfworld/, virtualhome/ and planbench-blocksworld/). ALFWorld's
 // suite is valid_unseen.
 func New(name, datasets string) (Env, error) {
+	return NewWith(name, datasets, Options{})
+}
+
+// Options select a variant of an environment.
+type Options struct {
+	// Partial makes VirtualHome partially observable (Suite.Partial);
+	// ALFWorld always is, and Blocksworld has nothing to hide.
+	Partial bool
+}
+
+// NewWith is New with options.
+func NewWith(name, datasets string, opts Options) (Env, error) {
+	if opts.Partial && name == "virtualhome" {
+		s, err := NewVirtualHome(filepath.Join(datasets, "virtualhome"))
+		if err != nil {
+			return nil, err
+		}
+		return s.Partial(), nil
+	}
+	if opts.Partial && name == "blocksworld" {
+		return nil, fmt.Errorf("envs: blocksworld has no partially observable variant")
+	}
 	switch name {
 	case "alfworld":
 		return NewALFWorld(filepath.Join(datasets, "alfworld", "valid_unseen"))

@@ -81,3 +81,65 @@ func TestALFWorldViews(t *testing.T) {
 		}
 	}
 }
+
+// VirtualHome's partially observable variant hides what is inside a closed
+// container until it is opened; then the feedback tells it and Truth
+// shows it.
+func TestVirtualHomePartial(t *testing.T) {
+	full := openEnv(t, "virtualhome").(*Suite)
+	env := full.Partial()
+	checked := 0
+	for _, info := range env.Tasks() {
+		ep, err := env.Open(context.Background(), info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err := ep.Reset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ep.w.(*described)
+		hid := w.hidden(ep.State())
+		if len(hid) == 0 {
+			if tr := ep.Truth(); tr.Visible.Len() != len(ep.Task().Facts) {
+				t.Fatalf("%s: nothing hidden, but %d of %d facts visible", info.ID, tr.Visible.Len(), len(ep.Task().Facts))
+			}
+			continue
+		}
+		for o := range hid {
+			if strings.Contains(" "+strings.Join(ep.Truth().Objects, " ")+" ", " "+o+" ") {
+				t.Fatalf("%s: hidden %s is among the objects seen", info.ID, o)
+			}
+		}
+		// Open the container of a hidden object.
+		var obj, box string
+		for _, f := range ep.State().Facts() {
+			if fa := ep.Task().Facts[f]; fa.Predicate == "obj_inside" && hid[fa.Args[0]] {
+				obj, box = fa.Args[0], fa.Args[1]
+				break
+			}
+		}
+		if obj == "" {
+			continue // hidden by a static obj_inside
+		}
+		lex := ep.Lexicon()
+		var last StepResult
+		for _, cmd := range []string{"walk to " + lex.Name(box), "open " + lex.Name(box)} {
+			if last, err = ep.Step(cmd); err != nil || last.Action < 0 {
+				t.Fatalf("%s: %q: %v %q", info.ID, cmd, err, last.Text)
+			}
+		}
+		if !strings.Contains(last.Text, "You see that") || !strings.Contains(last.Text, lex.Name(obj)) {
+			t.Fatalf("%s: opening %s does not tell what is inside: %q (first view %q)", info.ID, box, last.Text, obs.Text)
+		}
+		if !strings.Contains(" "+strings.Join(ep.Truth().Objects, " ")+" ", " "+obj+" ") {
+			t.Fatalf("%s: %s still unseen after opening %s", info.ID, obj, box)
+		}
+		if checked++; checked == 5 {
+			break
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no task hides an object in a closed container")
+	}
+}

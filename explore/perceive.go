@@ -383,7 +383,9 @@ func (r *alfReader) Perceive(_ context.Context, in Input) (Percept, error) {
 // sentenceReader reads texts told in the lexicon's fact sentences
 // (VirtualHome, Blocksworld: "... Here is what you see: S1, S2 and S3.",
 // "You <command>. Now S1. No longer S2."): every fluent fact whose sentence
-// occurs as a whole phrase is read true, false after "No longer". Where
+// occurs as a whole phrase is read true, false after "No longer"; a whole
+// scene (the first observation) is closed: a fact about objects it
+// mentions that it does not state is read false. Where
 // the lexicon gives several facts one sentence (VirtualHome's "you are
 // facing the computer" for facing(x, computer) whatever x is), the text
 // cannot tell them apart and all of them are read.
@@ -446,6 +448,23 @@ func (r *sentenceReader) Perceive(_ context.Context, in Input) (Percept, error) 
 	}
 	read(pos, true)
 	read(neg, false)
+	// A whole scene ("Here is what you see: ...", "As initial conditions I
+	// have that, ...") lists every true fact about what it shows: a fact
+	// about the objects it mentions that it does not list is false.
+	if strings.Contains(text, "Here is what you see:") || strings.HasPrefix(text, "As initial conditions") {
+		for id, f := range r.domain.Facts {
+			if _, set := p.val[id]; set || !r.lex.HasFactTemplate(f.Predicate) {
+				continue
+			}
+			all := true
+			for _, o := range f.Args {
+				all = all && p.objs[o]
+			}
+			if all {
+				p.val[id] = false
+			}
+		}
+	}
 	return p.result(), nil
 }
 
