@@ -385,13 +385,14 @@ func (r *alfReader) Perceive(_ context.Context, in Input) (Percept, error) {
 // "You <command>. Now S1. No longer S2."): every fluent fact whose sentence
 // occurs as a whole phrase is read true, false after "No longer"; a whole
 // scene (the first observation) is closed: a fact about objects it
-// mentions that it does not state is read false. Where
-// the lexicon gives several facts one sentence (VirtualHome's "you are
-// facing the computer" for facing(x, computer) whatever x is), the text
-// cannot tell them apart and all of them are read.
+// mentions that it does not state is read false. Where the lexicon gives
+// several facts one sentence (VirtualHome's "you are facing the computer"
+// for facing(x, computer) whatever x is), the text cannot tell them apart
+// and none of them is read, true or false.
 type sentenceReader struct {
 	domain *pddl.Task
 	lex    *lexicon.Bound
+	shared map[int]bool // facts whose sentence stands for others too
 	facts  []sentence
 }
 
@@ -401,7 +402,7 @@ type sentence struct {
 }
 
 func newSentenceReader(domain *pddl.Task, lex *lexicon.Bound) *sentenceReader {
-	r := &sentenceReader{domain: domain, lex: lex}
+	r := &sentenceReader{domain: domain, lex: lex, shared: map[int]bool{}}
 	at := map[string]int{}
 	for id, f := range domain.Facts {
 		if !lex.HasFactTemplate(f.Predicate) {
@@ -414,6 +415,13 @@ func newSentenceReader(domain *pddl.Task, lex *lexicon.Bound) *sentenceReader {
 		}
 		at[s] = len(r.facts)
 		r.facts = append(r.facts, sentence{s, []int{id}})
+	}
+	for _, f := range r.facts {
+		if len(f.ids) > 1 {
+			for _, id := range f.ids {
+				r.shared[id] = true
+			}
+		}
 	}
 	// Longer sentences first, so that a sentence inside a longer one is
 	// not read twice.
@@ -433,17 +441,25 @@ func (r *sentenceReader) Perceive(_ context.Context, in Input) (Percept, error) 
 	if i := strings.Index(text, " No longer "); i >= 0 {
 		pos, neg = text[:i], text[i:]
 	}
+	ambiguous := map[int]bool{}
 	read := func(s string, v bool) {
 		for _, f := range r.facts {
 			if !mentions(s, f.text) {
 				continue
 			}
-			for _, id := range f.ids {
-				fact := r.domain.Facts[id]
-				p.set(v, fact.Predicate, fact.Args...)
-				p.mention(fact.Args...)
-			}
 			s = strings.ReplaceAll(s, f.text, "")
+			if len(f.ids) > 1 {
+				// The text cannot tell which of these facts it states: read
+				// none of them (they stay unknown).
+				for _, id := range f.ids {
+					ambiguous[id] = true
+					p.mention(r.domain.Facts[id].Args[len(r.domain.Facts[id].Args)-1:]...)
+				}
+				continue
+			}
+			fact := r.domain.Facts[f.ids[0]]
+			p.set(v, fact.Predicate, fact.Args...)
+			p.mention(fact.Args...)
 		}
 	}
 	read(pos, true)
@@ -453,7 +469,7 @@ func (r *sentenceReader) Perceive(_ context.Context, in Input) (Percept, error) 
 	// about the objects it mentions that it does not list is false.
 	if strings.Contains(text, "Here is what you see:") || strings.HasPrefix(text, "As initial conditions") {
 		for id, f := range r.domain.Facts {
-			if _, set := p.val[id]; set || !r.lex.HasFactTemplate(f.Predicate) {
+			if _, set := p.val[id]; set || ambiguous[id] || r.shared[id] || !r.lex.HasFactTemplate(f.Predicate) {
 				continue
 			}
 			all := true
