@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/nesy-dev/nesy/explore"
 )
 
 // Failure stages (Record.FailureStage).
@@ -64,6 +66,17 @@ type Record struct {
 	// estimate was correct on the goal's objects (see explore.Compare).
 	Ready    *bool `json:"ready,omitempty"`
 	Grounded *bool `json:"grounded,omitempty"`
+	// Perception is Phase I's perception method (explore.PerceiveText or
+	// explore.PerceiveModel); GoalFacts and AllFacts score the perceived
+	// facts against the truth on the goal's objects and on all facts (see
+	// explore.PR). Two-phase only.
+	Perception string      `json:"perception,omitempty"`
+	GoalFacts  *explore.PR `json:"goal_facts,omitempty"`
+	AllFacts   *explore.PR `json:"all_facts,omitempty"`
+	// InvalidActions counts the commands the environment refused, over
+	// both phases (exploration skills, plan steps, a direct policy's
+	// lines): a constrained method attempts none.
+	InvalidActions int `json:"invalid_actions"`
 	// Unsolvable: the goal is unreachable from the true initial state.
 	Unsolvable bool `json:"unsolvable,omitempty"`
 	// Token accounting over both phases (see explore.Usage and the

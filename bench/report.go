@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nesy-dev/nesy/explore"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -42,7 +43,16 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 	if suite == "" {
 		suite = "all"
 	}
-	fmt.Fprintf(&b, "Model `%s`, suite `%s`, %d tasks.\n\n", s.Model, suite, s.Tasks)
+	fmt.Fprintf(&b, "Model `%s`, suite `%s`, %d tasks", s.Model, suite, s.Tasks)
+	if s.Split != "" {
+		fmt.Fprintf(&b, " of split `%s`", s.Split)
+	}
+	if s.PartiallyObservable {
+		b.WriteString(", partially observable")
+	} else {
+		b.WriteString(", fully observable")
+	}
+	b.WriteString(".\n\n")
 
 	b.WriteString("## Success (layout of the paper's Table 2: method x environment)\n\n")
 	b.WriteString(Table([]*Summary{s}))
@@ -57,7 +67,25 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 		fmt.Fprintf(&b, "\nPhase I: exploration grounded the goal in %d/%d tasks, correctly (estimate right on the goal's "+
 			"objects and its plan working in the true state) in %d/%d; %.1f exploration steps per task on average.\n",
 			s.Ready, s.Explored, s.Grounded, s.Explored, s.ExploreSteps.Mean)
+		if s.Grounded > 0 {
+			fmt.Fprintf(&b, "Success conditional on correct grounding: %.1f%% (%d/%d).\n",
+				100*float64(s.GroundedSuccesses)/float64(s.Grounded), s.GroundedSuccesses, s.Grounded)
+		}
 	}
+	if s.GoalFacts != nil && s.AllFacts != nil {
+		fmt.Fprintf(&b, "\n## Perception (%s)\n\nPerceived facts against the hidden truth: precision over the facts "+
+			"believed true at the end of Phase I, recall over the true facts the environment showed.\n\n"+
+			"| Facts | Precision | Recall | Believed | Correct | Shown | Recalled |\n|---|---:|---:|---:|---:|---:|---:|\n", s.Perception)
+		for _, row := range []struct {
+			name string
+			pr   *explore.PR
+		}{{"about the goal's objects", s.GoalFacts}, {"all", s.AllFacts}} {
+			fmt.Fprintf(&b, "| %s | %.1f%% | %.1f%% | %d | %d | %d | %d |\n", row.name, 100*row.pr.Precision(),
+				100*row.pr.Recall(), row.pr.Believed, row.pr.Correct, row.pr.Shown, row.pr.Recalled)
+		}
+	}
+	fmt.Fprintf(&b, "\nInvalid actions attempted (commands the environment refused): %.0f in all, %.2f per task.\n",
+		s.InvalidActions.Total, s.InvalidActions.Mean)
 
 	if len(s.Types) > 1 {
 		b.WriteString("\n## By task type\n\n| Type | Tasks | Success |\n|---|---:|---:|\n")
@@ -91,6 +119,7 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 		{"images", s.Images, false},
 		{"plan length", s.PlanLength, false},
 		{"exploration steps", s.ExploreSteps, false},
+		{"invalid actions attempted", s.InvalidActions, false},
 		{"seconds", s.Seconds, true},
 	} {
 		f := "%.0f"
@@ -211,12 +240,12 @@ func WriteTable(dir string, runs []string) ([]*Summary, error) {
 	var b strings.Builder
 	b.WriteString("# nesy bench: success (layout of the paper's Table 2)\n\n")
 	b.WriteString(Table(sums))
-	b.WriteString("\n## Runs\n\n| Run | Env | Method | Mode | Model | Tasks | Success | 95% CI | Gen. tokens/task | Eval. tokens/task | s/task |\n" +
-		"|---|---|---|---|---|---:|---:|---|---:|---:|---:|\n")
+	b.WriteString("\n## Runs\n\n| Run | Env | Method | Mode | Model | Tasks | Success | 95% CI | Invalid actions/task | Gen. tokens/task | Eval. tokens/task | s/task |\n" +
+		"|---|---|---|---|---|---:|---:|---|---:|---:|---:|---:|\n")
 	for i, s := range sums {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %d | %.1f | [%.1f, %.1f] | %.0f | %.0f | %.2f |\n",
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %d | %.1f | [%.1f, %.1f] | %.2f | %.0f | %.0f | %.2f |\n",
 			runs[i], envTitle(s.Env), s.Method, s.Mode, s.Model, s.Tasks, 100*s.SuccessRate,
-			100*s.SuccessCI95[0], 100*s.SuccessCI95[1], s.GeneratedTokens.Mean, s.EvaluatedTokens.Mean, s.Seconds.Mean)
+			100*s.SuccessCI95[0], 100*s.SuccessCI95[1], s.InvalidActions.Mean, s.GeneratedTokens.Mean, s.EvaluatedTokens.Mean, s.Seconds.Mean)
 	}
 	if len(sums) > 0 {
 		if err := writeTablePlot(dir, sums); err != nil {

@@ -130,7 +130,18 @@ type RunInfo struct {
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
+	// Perception is Phase I's perception method (two-phase runs).
+	Perception string `json:"perception,omitempty"`
+	// Split is the dataset split the tasks come from (ALFWorld
+	// "valid_unseen", the evaluation split; "" where the env has none).
+	Split string `json:"split,omitempty"`
+	// PartiallyObservable says the env hides part of the state
+	// (envs.Capabilities; VirtualHome only with envs.Options.Partial).
+	PartiallyObservable bool `json:"partially_observable,omitempty"`
 }
+
+// splitter is an environment whose tasks come from a named dataset split.
+type splitter interface{ Split() string }
 
 func (c *Config) normalize() error {
 	if c.Env == nil {
@@ -178,7 +189,27 @@ func (c *Config) normalize() error {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic}
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception(), Split: splitOf(c.Env),
+		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
+}
+
+// splitOf returns the env's dataset split, or "".
+func splitOf(e envs.Env) string {
+	if s, ok := e.(splitter); ok {
+		return s.Split()
+	}
+	return ""
+}
+
+// perception is the run's perception method ("" in true-state mode).
+func (c *Config) perception() string {
+	if c.Mode != ModeTwoPhase {
+		return ""
+	}
+	if c.Explore.Perception == "" {
+		return explore.PerceiveText
+	}
+	return c.Explore.Perception
 }
 
 // Run runs the configured tasks that tasks.jsonl in the output folder does
@@ -287,6 +318,10 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if (key{old.Env, old.Suite, old.Method, old.Mode, old.Model}) != (key{info.Env, info.Suite, info.Method, info.Mode, info.Model}) {
 			return fmt.Errorf("bench: %s holds a run of env %q suite %q method %q mode %q model %q; use another --out for env %q suite %q method %q mode %q model %q",
 				dir, old.Env, old.Suite, old.Method, old.Mode, old.Model, info.Env, info.Suite, info.Method, info.Mode, info.Model)
+		}
+		if old.Perception != info.Perception || old.Split != info.Split || old.PartiallyObservable != info.PartiallyObservable {
+			return fmt.Errorf("bench: %s holds a run with perception %q on split %q (partially observable %v); use another --out for perception %q on split %q (partially observable %v)",
+				dir, old.Perception, old.Split, old.PartiallyObservable, info.Perception, info.Split, info.PartiallyObservable)
 		}
 		return nil
 	}

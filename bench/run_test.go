@@ -92,6 +92,29 @@ func TestRunMethods(t *testing.T) {
 			if twoPhase && tc.env == "alfworld" && (r.ExploreSteps == 0 || !*r.Ready || !*r.Grounded) {
 				t.Fatalf("exploration: %d steps, ready %v, grounded %v", r.ExploreSteps, *r.Ready, *r.Grounded)
 			}
+			// Perception is scored against the truth in two-phase runs.
+			if twoPhase != (r.Perception != "" && r.GoalFacts != nil && r.AllFacts != nil) {
+				t.Fatalf("perception %q recorded %v in mode %s", r.Perception, r.GoalFacts != nil, tc.mode)
+			}
+			if twoPhase && (r.AllFacts.Correct > r.AllFacts.Believed || r.AllFacts.Recalled > r.AllFacts.Shown) {
+				t.Fatalf("perception scores %+v", *r.AllFacts)
+			}
+			// Invalid actions attempted: none for constrained methods, and
+			// as many as the commands the environment did not carry out.
+			if constrained && r.InvalidActions != 0 {
+				t.Fatalf("a constrained method attempted %d invalid actions", r.InvalidActions)
+			}
+			if tc.method == MethodDirect && r.InvalidActions != r.Steps-r.Executed {
+				t.Fatalf("direct: %d invalid actions for %d of %d commands executed", r.InvalidActions, r.Executed, r.Steps)
+			}
+			if want := map[string]string{"alfworld": "valid_unseen"}[tc.env]; sum.Split != want {
+				t.Fatalf("split %q, want %q", sum.Split, want)
+			}
+			report, err := os.ReadFile(filepath.Join(cfg.Out, ReportFile))
+			if err != nil || !strings.Contains(string(report), "Invalid actions attempted") ||
+				twoPhase != strings.Contains(string(report), "## Perception") {
+				t.Fatalf("report lacks invalid actions or perception: %v", err)
+			}
 			// From the true initial state the executed plan, replayed by the
 			// validator, reaches the goal exactly when the run says it
 			// succeeded (an independent check of execution and success).

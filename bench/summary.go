@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/nesy-dev/nesy/explore"
 )
 
 // Summary is a run's aggregate: summary.json.
@@ -15,6 +17,10 @@ type Summary struct {
 	Method string `json:"method"`
 	Mode   string `json:"mode"`
 	Model  string `json:"model"`
+	// Split is the dataset split (RunInfo.Split); PartiallyObservable
+	// says the env hid part of the state.
+	Split               string `json:"split,omitempty"`
+	PartiallyObservable bool   `json:"partially_observable,omitempty"`
 	// Tasks is the number of task records; Successes of them succeeded;
 	// SuccessRate = Successes/Tasks; SuccessCI95 the task-cluster bootstrap
 	// 95% interval of the rate.
@@ -32,6 +38,15 @@ type Summary struct {
 	Explored int `json:"explored,omitempty"`
 	Ready    int `json:"ready,omitempty"`
 	Grounded int `json:"grounded,omitempty"`
+	// GroundedSuccesses counts the successes among the Grounded tasks
+	// (success conditional on correct grounding).
+	GroundedSuccesses int `json:"grounded_successes,omitempty"`
+	// Perception is the perception method of the two-phase tasks;
+	// GoalFacts and AllFacts sum their perceived-fact scores
+	// (micro-averaged precision and recall: explore.PR).
+	Perception string      `json:"perception,omitempty"`
+	GoalFacts  *explore.PR `json:"goal_facts,omitempty"`
+	AllFacts   *explore.PR `json:"all_facts,omitempty"`
 	// Unsolvable counts the tasks whose goal is unreachable from the true
 	// initial state; SolvableRate is the success rate over the others.
 	Unsolvable   int     `json:"unsolvable"`
@@ -50,6 +65,8 @@ type Summary struct {
 	Seconds         Stat `json:"seconds"`
 	PlanLength      Stat `json:"plan_length"`
 	ExploreSteps    Stat `json:"explore_steps"`
+	// InvalidActions are the commands the environment refused per task.
+	InvalidActions Stat `json:"invalid_actions"`
 }
 
 // TypeStat is the success of one task type.
@@ -86,12 +103,13 @@ func stat(xs []float64) Stat {
 
 // Summarize aggregates records (info names the run).
 func Summarize(info RunInfo, recs []Record) *Summary {
-	s := &Summary{Env: info.Env, Suite: info.Suite, Method: info.Method, Mode: info.Mode, Model: info.Model,
-		Tasks: len(recs), Failures: map[string]int{}}
+	s := &Summary{Env: info.Env, Suite: info.Suite, Method: info.Method, Mode: info.Mode, Model: info.Model, Split: info.Split,
+		PartiallyObservable: info.PartiallyObservable,
+		Tasks:               len(recs), Failures: map[string]int{}}
 	types := map[string]*TypeStat{}
 	groups := map[string]Cluster{}
 	var order []string
-	var pt, gt, tt, et, mc, im, sec, pl, es []float64
+	var pt, gt, tt, et, mc, im, sec, pl, es, inv []float64
 	for _, r := range recs {
 		if r.Success {
 			s.Successes++
@@ -111,8 +129,22 @@ func Summarize(info RunInfo, recs []Record) *Summary {
 			}
 			if r.Grounded != nil && *r.Grounded {
 				s.Grounded++
+				if r.Success {
+					s.GroundedSuccesses++
+				}
 			}
 		}
+		if r.Perception != "" {
+			s.Perception = r.Perception
+		}
+		if r.GoalFacts != nil && r.AllFacts != nil {
+			if s.GoalFacts == nil {
+				s.GoalFacts, s.AllFacts = &explore.PR{}, &explore.PR{}
+			}
+			*s.GoalFacts = s.GoalFacts.Add(*r.GoalFacts)
+			*s.AllFacts = s.AllFacts.Add(*r.AllFacts)
+		}
+		inv = append(inv, float64(r.InvalidActions))
 		ts := types[r.Type]
 		if ts == nil {
 			ts = &TypeStat{Type: r.Type}
@@ -162,6 +194,7 @@ func Summarize(info RunInfo, recs []Record) *Summary {
 	s.PromptTokens, s.GeneratedTokens, s.ThinkingTokens = stat(pt), stat(gt), stat(tt)
 	s.EvaluatedTokens, s.ModelCalls, s.Images = stat(et), stat(mc), stat(im)
 	s.Seconds, s.PlanLength, s.ExploreSteps = stat(sec), stat(pl), stat(es)
+	s.InvalidActions = stat(inv)
 	return s
 }
 

@@ -36,7 +36,9 @@ func newRunner(cfg Config) (*runner, error) {
 	if cfg.Explore.Dialog.Seed == 0 {
 		cfg.Explore.Dialog.Seed = cfg.Seed
 	}
-	cfg.Explore.Images = cfg.Env.Capabilities().Images
+	// Rendered views go to models that see images; a text-only model gets
+	// the text (its chat template would leave the images out anyway).
+	cfg.Explore.Images = cfg.Env.Capabilities().Images && cfg.Model.Info().Vision
 	return &runner{cfg: cfg, dec: dec}, nil
 }
 
@@ -91,13 +93,22 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 
 	task, lex := ep.Task(), ep.Lexicon()
 	if cfg.Mode == ModeTwoPhase {
-		xr, err := explore.Explore(ctx, cfg.Model, ep, cfg.Explore)
+		// The agent's side of the episode: text (and images) only; the
+		// truth stays here, for scoring.
+		agent, err := ep.Agent()
+		if err != nil {
+			return fail(err)
+		}
+		xr, err := explore.Explore(ctx, cfg.Model, agent, cfg.Explore)
 		if err != nil {
 			return fail(fmt.Errorf("exploration: %w", err))
 		}
-		g := explore.Compare(xr, ep.Task(), ep.State())
+		g := explore.Compare(xr, ep.Task(), ep.State(), ep.Belief())
 		ready, grounded := xr.Ready, g.Correct
 		rec.Ready, rec.Grounded = &ready, &grounded
+		rec.Perception = xr.Perception
+		rec.GoalFacts, rec.AllFacts = &g.Goal, &g.All
+		rec.InvalidActions += xr.Invalid
 		rec.ExploreSteps, rec.ExploreStop = len(xr.Steps), xr.Stop
 		rec.ExploreSeconds = xr.Seconds
 		rec.add(xr.Usage, 0)
@@ -131,6 +142,7 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 		}
 		rec.Steps++
 		if sr.Action < 0 {
+			rec.InvalidActions++
 			rec.PlanValid = false
 			refused = fmt.Sprintf("step %d %q: the environment refused it (%s)", i+1, cmd, sr.Text)
 			break
@@ -240,7 +252,7 @@ func (r *runner) direct(ctx context.Context, ep *envs.Episode, rec *Record) erro
 	// image goes with its message; the dialog counts those a vision model
 	// saw.
 	attach := func(m *models.Message) {
-		if !cfg.Env.Capabilities().Images {
+		if !cfg.Explore.Images {
 			return
 		}
 		if img, err := ep.Image(); err == nil {
@@ -280,6 +292,7 @@ func (r *runner) direct(ctx context.Context, ep *envs.Episode, rec *Record) erro
 			rec.Plan = append(rec.Plan, task.Actions[sr.Action].String())
 		} else {
 			rec.PlanValid = false
+			rec.InvalidActions++
 		}
 		if sr.Success {
 			rec.Stop = "success"

@@ -60,11 +60,17 @@ func NewALFWorld(dir string) (*ALFWorld, error) {
 	return e, nil
 }
 
+// Split returns the dataset split the games come from: the folder's name
+// ("valid_unseen", the evaluation split; "valid_train" for training).
+func (e *ALFWorld) Split() string { return filepath.Base(e.dir) }
+
 // Name returns "alfworld".
 func (e *ALFWorld) Name() string { return "alfworld" }
 
-// Capabilities: partially observable, no images.
-func (e *ALFWorld) Capabilities() Capabilities { return Capabilities{PartiallyObservable: true} }
+// Capabilities: partially observable, renders the agent's view.
+func (e *ALFWorld) Capabilities() Capabilities {
+	return Capabilities{PartiallyObservable: true, Images: true}
+}
 
 // Tasks lists the games sorted by ID ("<task folder>/<trial>").
 func (e *ALFWorld) Tasks() []TaskInfo { return slices.Clone(e.tasks) }
@@ -354,13 +360,60 @@ func (w *alfworld) feedback(_, s pddl.State, a int) (string, error) {
 	return w.grammar.Derive(ga.Feedback, textworld.Context{World: view{w, s}, Vars: vars})
 }
 
+// described returns the receptacle whose contents the feedback of action
+// a lists (going to it, opening it, examining it), or "".
+func (w *alfworld) described(a int) string {
+	if a < 0 {
+		return ""
+	}
+	act := &w.task.Actions[a]
+	switch act.Name {
+	case "gotolocation", "openobject", "examinereceptacle":
+		if n := len(act.Args); n > 0 {
+			return act.Args[n-1]
+		}
+	}
+	return ""
+}
+
 // visible: the agent's own location (its location is also among the
-// objects perceived) and what it holds, the open/closed
-// state of the receptacles at its location, the contents of the accessible
-// ones, and the location and one-place properties (hot, clean, sliced, ...)
-// of the objects and receptacles it sees.
-func (w *alfworld) visible(s pddl.State) (pddl.State, []string) {
+// objects perceived) and what it holds, the open/closed state of the
+// receptacles at its location, the contents of the receptacle the text
+// describes (if accessible), the objects "look" lists beside it (and that
+// they are at its location), and the one-place properties (hot, clean,
+// sliced, ...) of the objects and receptacles it sees.
+func (w *alfworld) visible(s pddl.State, a int) (pddl.State, []string) {
 	sc := w.scene(s)
+	// The text lists the contents of one receptacle at most, and the floor
+	// only after "look".
+	desc := w.described(a)
+	look := a >= 0 && w.task.Actions[a].Name == "look"
+	v := view{w, s}
+	seen := map[string]bool{}
+	for _, f := range v.Facts("holds") {
+		if len(f) == 2 && f[0] == w.agent {
+			seen[f[1]] = true
+		}
+	}
+	if desc != "" && sc.accessible[desc] {
+		for _, f := range v.Facts("inreceptacle") {
+			if len(f) == 2 && f[1] == desc {
+				seen[f[0]] = true
+			}
+		}
+	}
+	floor := map[string]bool{}
+	if look {
+		inSome := map[string]bool{}
+		for _, f := range v.Facts("inreceptacle") {
+			inSome[f[0]] = true
+		}
+		for _, o := range w.floor(v, sc.loc, inSome) {
+			seen[o] = true
+			floor[o] = true
+		}
+	}
+	sc.objects = seen
 	vis := pddl.NewState(len(w.task.Facts))
 	for id, f := range w.task.Facts {
 		a := f.Args
@@ -374,11 +427,14 @@ func (w *alfworld) visible(s pddl.State) (pddl.State, []string) {
 				vis.Set(id)
 			}
 		case f.Predicate == "inreceptacle":
-			if len(a) == 2 && sc.accessible[a[1]] {
+			if len(a) == 2 && a[1] == desc && sc.accessible[a[1]] {
 				vis.Set(id)
 			}
 		case f.Predicate == "objectatlocation":
-			if len(a) == 2 && a[1] == sc.loc && sc.objects[a[0]] {
+			// Only "look" tells where an object is (next to the agent); the
+			// data's locations of objects in receptacles need not be their
+			// receptacle's.
+			if len(a) == 2 && a[1] == sc.loc && floor[a[0]] {
 				vis.Set(id)
 			}
 		case len(a) == 1:

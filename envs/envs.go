@@ -27,24 +27,31 @@
 //
 // # Observations and belief
 //
-// Every observation carries, besides its text, what the agent perceives in
-// the state it describes: Visible, the fluent facts (ids of Task.Facts)
-// whose truth value the agent can see from where it is, and Objects, the
-// objects it can see. An exploration harness builds a belief state from them
-// (Episode.Belief does it: every visible fact's value is recorded, later
-// sightings overwrite earlier ones). Static facts (Task.Static: types,
+// An observation is text only (Observation: what a real agent gets; the
+// agent's side of an episode, Agent, hands out nothing else). The
+// environment keeps its own account of what that text shows, for scoring
+// perception: Episode.Truth, the fluent facts (ids of Task.Facts) whose
+// truth value the agent perceives now and the objects it sees, and
+// Episode.Belief, every visible fact's last value since Reset. Static facts (Task.Static: types,
 // which receptacle is where, ...) are the domain model, not observations;
 // the env does not hide them and does not report them.
 //
-// ALFWorld is partially observable: the agent sees where it is and what it
-// holds, the receptacles at its location, and the contents of those that
-// are open or cannot be closed (and the properties of the objects it sees);
-// the contents of a closed receptacle stay unknown until it is opened.
+// ALFWorld is partially observable, and the agent perceives what the text
+// tells: where it is and what it holds, the receptacles at its location
+// and whether they are open, the contents of the receptacle the last
+// command went to, opened or examined (when it is open or cannot be
+// closed; not those of other receptacles at the same location, which the
+// text does not list), the objects "look" lists beside it, and the
+// properties of the objects it sees; the contents of a closed receptacle
+// stay unknown until it is opened.
 // VirtualHome and Blocksworld are fully observable: Visible is every fluent
 // fact and the text describes the whole state (initially) and every change.
+// VirtualHome's partially observable variant (Suite.Partial, Options.Partial)
+// hides the contents of closed containers until they are opened.
 //
-// No env renders images: Capabilities.Images is false and Episode.Image
-// returns ErrNoImage, so a vision-ready harness knows to use the text.
+// ALFWorld renders the agent's view (Capabilities.Images, Episode.Image): a
+// picture of what its text tells. VirtualHome and Blocksworld do not
+// (Episode.Image returns ErrNoImage), so a harness knows to use the text.
 //
 // Episode.Admissible lists the commands applicable in the TRUE state (as
 // ALFWorld's admissible_commands do); it may name objects the agent has not
@@ -60,6 +67,7 @@ import (
 	"fmt"
 	"image"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/nesy-dev/nesy/lexicon"
@@ -92,7 +100,7 @@ type Capabilities struct {
 	// PartiallyObservable: observations show only part of the true state
 	// (Observation.Visible is not every fact).
 	PartiallyObservable bool
-	// Images: Episode.Image renders the agent's view. No current env does.
+	// Images: Episode.Image renders the agent's view (ALFWorld).
 	Images bool
 }
 
@@ -110,16 +118,26 @@ type TaskInfo struct {
 	Domain, Problem string
 }
 
-// Observation is what the agent receives after Reset or a Step.
+// Observation is what the agent receives after Reset or a Step: text only,
+// as a real agent gets it. It deliberately has no fact lists or state: what
+// the agent learns from it is for a perception step to read (package
+// explore). The environment's own account of what the agent could see is
+// Episode.Truth, for scoring.
 type Observation struct {
 	// Text is what the model reads: the first observation after Reset, the
 	// feedback of the command after Step.
 	Text string
 	// Goal is the task, in words (ALFWorld: "Your task is to: ...").
 	Goal string
+}
+
+// Truth is the environment's account of what the agent perceives in the
+// current state: the hidden truth a perception step is scored against. It
+// never reaches the agent's side (Agent has no way to it).
+type Truth struct {
 	// Visible holds the fluent facts (ids of Task.Facts) whose truth value
-	// the agent perceives in the state this observation describes; their
-	// values are those of the true state (see Episode.Belief).
+	// the agent perceives in the current state; their values are those of
+	// the true state (see Episode.Belief).
 	Visible pddl.State
 	// Objects are the objects the agent perceives now (PDDL names, sorted).
 	Objects []string
@@ -172,8 +190,9 @@ type world interface {
 	goal() (string, error)
 	// feedback returns the text after action a was applied, reaching s.
 	feedback(prev, s pddl.State, a int) (string, error)
-	// visible returns the fluent facts and objects the agent perceives in s.
-	visible(s pddl.State) (pddl.State, []string)
+	// visible returns the fluent facts and objects the agent perceives in
+	// s, reached by action a (-1 after Reset or a command not carried out).
+	visible(s pddl.State, a int) (pddl.State, []string)
 }
 
 // Episode is one task being played: the hidden true state and the text
@@ -189,6 +208,8 @@ type Episode struct {
 	started   bool
 	belief    Belief
 	perceived map[string]bool
+	truth     Truth
+	last      int // the action that reached the state (-1 if none)
 }
 
 func newEpisode(info TaskInfo, task *pddl.Task, lex *lexicon.Bound, w world) (*Episode, error) {
@@ -225,17 +246,27 @@ func (e *Episode) Reset() (Observation, error) {
 	if err != nil {
 		return Observation{}, fmt.Errorf("%s: first observation: %w", e.info.ID, err)
 	}
-	return e.observe(text), nil
+	return e.observe(text, -1), nil
 }
 
-// observe builds the observation of the current state and updates the belief.
-func (e *Episode) observe(text string) Observation {
-	vis, objs := e.w.visible(e.state)
+// observe builds the observation of the current state, reached by action a
+// (-1 if none), and updates the belief.
+func (e *Episode) observe(text string, a int) Observation {
+	vis, objs := e.w.visible(e.state, a)
 	e.belief.observe(vis, e.state)
 	for _, o := range objs {
 		e.perceived[o] = true
 	}
-	return Observation{Text: text, Goal: e.goal, Visible: vis, Objects: objs}
+	e.truth = Truth{Visible: vis, Objects: objs}
+	e.last = a
+	return Observation{Text: text, Goal: e.goal}
+}
+
+// Truth returns what the agent perceives in the current state by the
+// environment's visibility rules (a copy). It is for scoring perception and
+// for tests; an agent must not see it.
+func (e *Episode) Truth() Truth {
+	return Truth{Visible: e.truth.Visible.Clone(), Objects: slices.Clone(e.truth.Objects)}
 }
 
 // Step executes a command. A command is executed iff, with surrounding white
@@ -250,7 +281,7 @@ func (e *Episode) Step(command string) (StepResult, error) {
 	res := StepResult{Command: command, Action: -1, Steps: e.steps}
 	a, ok := e.lex.Lookup(e.state, trimSpace(command))
 	if !ok {
-		res.Observation = e.observe(NothingHappens)
+		res.Observation = e.observe(NothingHappens, -1)
 		res.Success = e.task.GoalReached(e.state)
 		return res, nil
 	}
@@ -261,7 +292,7 @@ func (e *Episode) Step(command string) (StepResult, error) {
 		return StepResult{}, fmt.Errorf("%s: feedback of %s: %w", e.info.ID, e.task.Actions[a].String(), err)
 	}
 	res.Action = a
-	res.Observation = e.observe(text)
+	res.Observation = e.observe(text, a)
 	res.Success = e.task.GoalReached(e.state)
 	return res, nil
 }
@@ -315,9 +346,20 @@ func (e *Episode) Admissible() []string {
 	return out
 }
 
-// Image renders the agent's view; no current environment can
-// (Capabilities.Images is false), so it returns ErrNoImage.
-func (e *Episode) Image() (image.Image, error) { return nil, ErrNoImage }
+// Image renders the agent's current view, where the environment can
+// (Capabilities.Images: ALFWorld draws the receptacles at the agent's
+// location, labelled, with the objects the text lists on or in them, what
+// it holds and what "look" saw); others return ErrNoImage.
+func (e *Episode) Image() (image.Image, error) {
+	r, ok := e.w.(renderer)
+	if !ok {
+		return nil, ErrNoImage
+	}
+	if !e.started {
+		return nil, fmt.Errorf("%s: Image before Reset", e.info.ID)
+	}
+	return r.render(e.state, e.last), nil
+}
 
 // Names lists the environments New knows.
 func Names() []string { return []string{"alfworld", "virtualhome", "blocksworld"} }
@@ -326,6 +368,28 @@ func Names() []string { return []string{"alfworld", "virtualhome", "blocksworld"
 // holding alfworld/, virtualhome/ and planbench-blocksworld/). ALFWorld's
 // suite is valid_unseen.
 func New(name, datasets string) (Env, error) {
+	return NewWith(name, datasets, Options{})
+}
+
+// Options select a variant of an environment.
+type Options struct {
+	// Partial makes VirtualHome partially observable (Suite.Partial);
+	// ALFWorld always is, and Blocksworld has nothing to hide.
+	Partial bool
+}
+
+// NewWith is New with options.
+func NewWith(name, datasets string, opts Options) (Env, error) {
+	if opts.Partial && name == "virtualhome" {
+		s, err := NewVirtualHome(filepath.Join(datasets, "virtualhome"))
+		if err != nil {
+			return nil, err
+		}
+		return s.Partial(), nil
+	}
+	if opts.Partial && name == "blocksworld" {
+		return nil, fmt.Errorf("envs: blocksworld has no partially observable variant")
+	}
 	switch name {
 	case "alfworld":
 		return NewALFWorld(filepath.Join(datasets, "alfworld", "valid_unseen"))

@@ -377,7 +377,8 @@ func TestALFWorldPartialObservability(t *testing.T) {
 							t.Fatalf("after %q the text names %s (%q), which the agent has not seen:\n%s", cmd, obj, name, o.Text)
 						}
 					}
-					for _, obj := range o.Objects {
+					tr := ep.Truth()
+					for _, obj := range tr.Objects {
 						if receptacles[obj] || sc.holds(s, "holds", agent, obj) {
 							continue
 						}
@@ -393,14 +394,14 @@ func TestALFWorldPartialObservability(t *testing.T) {
 							t.Fatalf("after %q the agent perceives %s, which is only inside closed receptacles", cmd, obj)
 						}
 					}
-					for _, f := range o.Visible.Facts() {
+					for _, f := range tr.Visible.Facts() {
 						if fa := task.Facts[f]; fa.Predicate == "inreceptacle" && sc.closed(s, fa.Args[1]) {
 							t.Fatalf("after %q the fact %s about a closed receptacle is visible", cmd, fa)
 						}
 					}
 					b := ep.Belief()
 					for i := range b.Known {
-						if o.Visible[i]&^b.Known[i] != 0 || (b.True[i]^s[i])&o.Visible[i] != 0 {
+						if tr.Visible[i]&^b.Known[i] != 0 || (b.True[i]^s[i])&tr.Visible[i] != 0 {
 							t.Fatalf("after %q the belief does not record the visible facts", cmd)
 						}
 					}
@@ -602,15 +603,17 @@ func TestSuites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if obs.Text == "" || obs.Goal == "" || (!env.Capabilities().PartiallyObservable && len(obs.Objects) != len(ep.Task().Objects)) {
+			tr := ep.Truth()
+			if obs.Text == "" || obs.Goal == "" || (!env.Capabilities().PartiallyObservable && len(tr.Objects) != len(ep.Task().Objects)) {
 				t.Fatalf("empty first observation %+v", obs)
 			}
-			if img, err := ep.Image(); img != nil || !errors.Is(err, ErrNoImage) || env.Capabilities().Images {
-				t.Fatal("no environment renders images")
+			img, err := ep.Image()
+			if env.Capabilities().Images != (err == nil && img != nil) || (err != nil && !errors.Is(err, ErrNoImage)) {
+				t.Fatalf("capability Images %v, but Image gives %v, %v", env.Capabilities().Images, img, err)
 			}
 			partial := env.Capabilities().PartiallyObservable
-			if all := obs.Visible.Len() == len(ep.Task().Facts); all == partial {
-				t.Fatalf("partially observable %v, but %d of %d facts visible", partial, obs.Visible.Len(), len(ep.Task().Facts))
+			if all := tr.Visible.Len() == len(ep.Task().Facts); all == partial {
+				t.Fatalf("partially observable %v, but %d of %d facts visible", partial, tr.Visible.Len(), len(ep.Task().Facts))
 			}
 		})
 	}

@@ -29,10 +29,24 @@ import (
 // that ..."). Commands that match no applicable action answer "Nothing
 // happens.".
 type Suite struct {
-	name   string
-	kind   string // lexicon kind
-	domain *pddl.Domain
-	tasks  []TaskInfo
+	name    string
+	kind    string // lexicon kind
+	domain  *pddl.Domain
+	tasks   []TaskInfo
+	partial bool
+}
+
+// Partial returns the suite made partially observable (VirtualHome): the
+// contents of closed containers (obj_inside o c, c can_open and closed; an
+// object the data puts in several is seen once one is open) are hidden,
+// in the text and in Truth, until it is opened. The first observation
+// describes what is not hidden; a command's feedback tells what changed
+// among what the agent sees and what it sees now that it did not ("You
+// see ..."). The fully observable suite stays as it was.
+func (s *Suite) Partial() *Suite {
+	c := *s
+	c.partial = true
+	return &c
 }
 
 // NewVirtualHome reads the EAI VirtualHome problems: dir holds
@@ -105,8 +119,8 @@ func newSuite(name, kind, domainPath string, problems []string, id func(string) 
 // Name returns "virtualhome" or "blocksworld".
 func (s *Suite) Name() string { return s.name }
 
-// Capabilities: fully observable, no images.
-func (s *Suite) Capabilities() Capabilities { return Capabilities{} }
+// Capabilities: fully observable unless made Partial; no images.
+func (s *Suite) Capabilities() Capabilities { return Capabilities{PartiallyObservable: s.partial} }
 
 // Tasks lists the problems (VirtualHome by task folder then id, Blocksworld
 // by instance number).
@@ -130,7 +144,7 @@ func (s *Suite) Open(ctx context.Context, id string) (*Episode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("envs: %s: %s: %w", s.name, id, err)
 	}
-	w := &described{task: task, lex: lex, kind: s.kind, title: info.Type}
+	w := &described{task: task, lex: lex, kind: s.kind, title: info.Type, partial: s.partial}
 	return newEpisode(info, task, lex, w)
 }
 
@@ -141,6 +155,61 @@ type described struct {
 	lex   *lexicon.Bound
 	kind  string
 	title string // VirtualHome task folder
+	// partial hides the contents of closed containers (Suite.Partial).
+	partial bool
+}
+
+// hidden returns the objects inside a closed container in s: objects
+// inside some container that can open (can_open; rooms cannot) all of whose
+// such containers are closed (nil when the world is fully observable).
+func (w *described) hidden(s pddl.State) map[string]bool {
+	if !w.partial {
+		return nil
+	}
+	closed, openable := map[string]bool{}, map[string]bool{}
+	for _, f := range s.Facts() {
+		if fa := w.task.Facts[f]; fa.Predicate == "closed" && len(fa.Args) == 1 {
+			closed[fa.Args[0]] = true
+		}
+	}
+	for _, f := range w.task.Static {
+		if f.Predicate == "can_open" && len(f.Args) == 1 {
+			openable[f.Args[0]] = true
+		}
+	}
+	in := map[string]bool{}  // inside some container that opens
+	out := map[string]bool{} // inside one that is open
+	add := func(fa pddl.Fact) {
+		if fa.Predicate == "obj_inside" && len(fa.Args) == 2 && openable[fa.Args[1]] {
+			in[fa.Args[0]] = true
+			if !closed[fa.Args[1]] {
+				out[fa.Args[0]] = true
+			}
+		}
+	}
+	for _, f := range s.Facts() {
+		add(w.task.Facts[f])
+	}
+	for _, f := range w.task.Static {
+		add(f)
+	}
+	hid := map[string]bool{}
+	for o := range in {
+		if !out[o] {
+			hid[o] = true
+		}
+	}
+	return hid
+}
+
+// seen reports whether no argument of fa is hidden.
+func seen(fa pddl.Fact, hidden map[string]bool) bool {
+	for _, o := range fa.Args {
+		if hidden[o] {
+			return false
+		}
+	}
+	return true
 }
 
 // sentences returns the sentences of the fluent facts that hold in s (in
@@ -165,13 +234,20 @@ func joinAnd(items []string) string {
 }
 
 func (w *described) intro(s pddl.State) (string, error) {
-	facts := w.sentences(s.Facts())
+	hid := w.hidden(s)
+	var ids []int
+	for _, f := range s.Facts() {
+		if seen(w.task.Facts[f], hid) {
+			ids = append(ids, f)
+		}
+	}
+	facts := w.sentences(ids)
 	if w.kind == lexicon.Blocksworld {
 		return "As initial conditions I have that, " + joinAnd(facts) + ".", nil
 	}
 	// Static relations (which room things are in, ...) are part of the scene.
 	for _, f := range w.task.Static {
-		if len(f.Args) >= 2 && w.lex.HasFactTemplate(f.Predicate) {
+		if len(f.Args) >= 2 && w.lex.HasFactTemplate(f.Predicate) && seen(f, hid) {
 			facts = append(facts, w.lex.FactText(f))
 		}
 	}
@@ -205,9 +281,18 @@ func (w *described) feedback(prev, s pddl.State, a int) (string, error) {
 	b.WriteString("You ")
 	b.WriteString(w.lex.Text(a))
 	b.WriteString(".")
-	var added, deleted []int
+	var added, deleted, revealed []int
+	hidPrev, hid := w.hidden(prev), w.hidden(s)
 	for f := range w.task.Facts {
+		fa := w.task.Facts[f]
+		if !seen(fa, hid) {
+			continue // the agent does not see it now
+		}
 		switch {
+		case !seen(fa, hidPrev):
+			if s.Has(f) {
+				revealed = append(revealed, f)
+			}
 		case s.Has(f) && !prev.Has(f):
 			added = append(added, f)
 		case !s.Has(f) && prev.Has(f):
@@ -217,19 +302,26 @@ func (w *described) feedback(prev, s pddl.State, a int) (string, error) {
 	if len(added) > 0 {
 		b.WriteString(" Now " + joinAnd(w.sentences(added)) + ".")
 	}
+	if len(revealed) > 0 {
+		b.WriteString(" You see that " + joinAnd(w.sentences(revealed)) + ".")
+	}
 	if len(deleted) > 0 {
 		b.WriteString(" No longer " + joinAnd(w.sentences(deleted)) + ".")
 	}
 	return b.String(), nil
 }
 
-// visible: everything (fully observable).
-func (w *described) visible(pddl.State) (pddl.State, []string) {
+// visible: everything, or (partial) everything not naming an object inside
+// a closed container.
+func (w *described) visible(s pddl.State, _ int) (pddl.State, []string) {
+	hid := w.hidden(s)
 	vis := pddl.NewState(len(w.task.Facts))
 	for f := range w.task.Facts {
-		vis.Set(f)
+		if seen(w.task.Facts[f], hid) {
+			vis.Set(f)
+		}
 	}
-	objs := slices.Clone(w.task.Objects)
+	objs := slices.DeleteFunc(slices.Clone(w.task.Objects), func(o string) bool { return hid[o] })
 	sort.Strings(objs)
 	return vis, objs
 }

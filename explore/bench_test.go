@@ -20,7 +20,7 @@ func BenchmarkExploreALFWorld(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			res, err := Explore(context.Background(), lm, ep, Options{})
+			res, err := Explore(context.Background(), lm, agentOf(b, ep), Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

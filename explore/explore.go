@@ -51,15 +51,15 @@ const DefaultSystem = "You are an embodied agent in a household. Before a plan i
 	"of the actions you are offered (go to a place, open or close a receptacle, look), or done " +
 	"when everything the task needs has been found."
 
-// Episode is what the harness reads of an environment episode;
-// *envs.Episode implements it. The harness uses Task only as the domain
-// model (facts, actions, static facts, goal), never its Init, and has no
-// access to the true state.
+// Episode is the agent's side of an environment episode; *envs.Agent
+// (envs.Episode.Agent) implements it. Observations are text (and images):
+// no fact list, no true state, no initial state (Domain's Init is empty).
+// The harness uses Domain as the domain model (facts, actions, static
+// facts, goal) and learns facts only through its Perceiver.
 type Episode interface {
 	Reset() (envs.Observation, error)
-	Step(command string) (envs.StepResult, error)
-	Belief() envs.Belief
-	Task() *pddl.Task
+	Step(command string) (envs.Observation, error)
+	Domain() *pddl.Task
 	Lexicon() *lexicon.Bound
 	Image() (image.Image, error)
 }
@@ -91,6 +91,16 @@ type Options struct {
 	// DefaultReadyExpansions. A search that runs out of expansions without
 	// proving the goal unreachable counts as Ready.
 	ReadyExpansions int
+	// Perception is the perception method: PerceiveText ("" too, the
+	// deterministic reader of the environment's text) or PerceiveModel (the
+	// exploring model writes the facts, configured by Reader).
+	Perception string
+	// Reader configures the model's perception (PerceiveModel).
+	Reader ModelReaderOptions
+	// Perceiver, when not nil, is the perception step to use instead of
+	// the one Perception names (it belongs to this episode; Explore closes
+	// it).
+	Perceiver Perceiver
 }
 
 // Step is one skill of an exploration.
@@ -102,7 +112,8 @@ type Step struct {
 	Offered int `json:"offered"`
 	// Feedback is the environment's answer.
 	Feedback string `json:"feedback"`
-	// Executed says the environment carried the skill out (false only if the
+	// Executed says the environment carried the skill out, as the agent
+	// learns it from the feedback (not "Nothing happens."; false only if the
 	// belief was wrong).
 	Executed bool `json:"executed"`
 	// Learned is the number of facts known after the step that were not
@@ -126,15 +137,23 @@ type Result struct {
 	// maps their display names to them.
 	Known   []string          `json:"-"`
 	Binding map[string]string `json:"binding"`
-	// Task is the ground task with Init = Estimate and static facts only
-	// about known objects; Lexicon is the env's lexicon bound to it.
+	// Task is the ground task restricted to the known objects (its actions
+	// and static facts name only objects the agent knows; fact ids are the
+	// domain's, action ids are not) with Init = Estimate; Lexicon is the
+	// env's lexicon bound to it.
 	Task    *pddl.Task     `json:"-"`
 	Lexicon *lexicon.Bound `json:"-"`
-	// ReadyPlan is the plan (ids of Task.Actions) the Ready check found,
+	// ReadyPlan is the plan (ids of Task.Actions, the known-object task)
+	// the Ready check found,
 	// nil when none was found.
 	ReadyPlan []int `json:"-"`
-	// Usage is the model's work; ImagesRendered the images attached to
-	// messages; Invalid the skills the environment refused.
+	// Perception is the perception method used; Perceived counts the
+	// facts it wrote (true or false) over all observations.
+	Perception string `json:"perception"`
+	Perceived  int    `json:"perceived"`
+	// Usage is the model's work (choosing skills and perceiving);
+	// ImagesRendered the images attached to messages; Invalid the skills the
+	// environment refused.
 	Usage          Usage   `json:"usage"`
 	ImagesRendered int     `json:"images_rendered"`
 	Invalid        int     `json:"invalid"`
@@ -181,11 +200,35 @@ func Explore(ctx context.Context, lm models.LM, ep Episode, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	per := opts.Perceiver
+	if per == nil {
+		switch opts.Perception {
+		case "", PerceiveText:
+			per = NewTextReader(x.task, x.lex)
+		case PerceiveModel:
+			ro := opts.Reader
+			if ro.Dialog.Index == nil {
+				ro.Dialog.Index = opts.Dialog.Index
+			}
+			if ro.Dialog.Seed == 0 {
+				ro.Dialog.Seed = opts.Dialog.Seed
+			}
+			if per, err = NewModelReader(lm, x.task, x.lex, ro); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, errNoPerceiver(opts.Perception)
+		}
+	}
+	defer per.Close()
+	x.per = per
 	obs, err := ep.Reset()
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
-	x.observe(obs, -1)
+	if err := x.observe(ctx, obs, ""); err != nil {
+		return nil, err
+	}
 	first := strings.TrimSpace(obs.Text)
 	if g := strings.TrimSpace(obs.Goal); g != "" && !strings.Contains(first, g) {
 		first += "\n\n" + g
@@ -205,7 +248,8 @@ func Explore(ctx context.Context, lm models.LM, ep Episode, opts Options) (*Resu
 	stop, err := x.loop(ctx, d, res)
 	res.Stop = stop
 	x.finish(res)
-	res.Usage = d.Usage()
+	res.Usage = d.Usage().Add(per.Usage())
+	res.Perception, res.Perceived = per.Method(), x.perceived
 	res.ImagesRendered = x.images
 	res.Transcript = slices.Clone(d.Messages())
 	res.Seconds = time.Since(start).Seconds()
@@ -246,17 +290,20 @@ func (x *explorer) loop(ctx context.Context, d *Dialog, res *Result) (string, er
 			return StopDone, nil
 		}
 		before := x.belief.Known.Len()
-		sr, err := x.ep.Step(texts[i])
+		obs, err := x.ep.Step(texts[i])
 		if err != nil {
 			return StopCanceled, fmt.Errorf("explore: %w", err)
 		}
-		if sr.Action < 0 {
+		executed := strings.TrimSpace(obs.Text) != envs.NothingHappens
+		if !executed {
 			x.invalid++
 		}
-		x.observe(sr.Observation, sr.Action)
-		d.Add(x.message(sr.Text))
+		if err := x.observe(ctx, obs, texts[i]); err != nil {
+			return StopCanceled, err
+		}
+		d.Add(x.message(obs.Text))
 		res.Steps = append(res.Steps, Step{Skill: texts[i], Kind: kinds[i], Offered: len(texts),
-			Feedback: sr.Text, Executed: sr.Action >= 0, Learned: x.belief.Known.Len() - before})
+			Feedback: obs.Text, Executed: executed, Learned: x.belief.Known.Len() - before})
 		res.Invalid = x.invalid
 	}
 }
@@ -265,6 +312,7 @@ func (x *explorer) loop(ctx context.Context, d *Dialog, res *Result) (string, er
 type explorer struct {
 	ep     Episode
 	opts   Options
+	per    Perceiver
 	task   *pddl.Task
 	lex    *lexicon.Bound
 	skill  map[string]string // schema -> kind
@@ -274,9 +322,17 @@ type explorer struct {
 	known   map[string]bool
 	factsOf map[string][]int
 	names   []nameOf // display names of not-yet-known objects, to find in texts
-	h       heuristic.Heuristic
-	images  int
-	invalid int
+	// kTask is the domain restricted to the kCount known objects, kH its
+	// heuristic (see knownTask).
+	kTask  *pddl.Task
+	kH     heuristic.Heuristic
+	kCount int
+	// named holds the objects some command's text names; the others
+	// (ALFWorld's locations, the agent) are implicit in the commands.
+	named     map[string]bool
+	images    int
+	invalid   int
+	perceived int
 	// attachPending: the latest observation's image is still to attach.
 	attachPending bool
 	lastKey       string
@@ -287,7 +343,7 @@ type explorer struct {
 type nameOf struct{ obj, name string }
 
 func newExplorer(ep Episode, opts Options) (*explorer, error) {
-	task, lex := ep.Task(), ep.Lexicon()
+	task, lex := ep.Domain(), ep.Lexicon()
 	if task == nil || lex == nil {
 		return nil, errors.New("explore: the episode has no task or lexicon")
 	}
@@ -295,13 +351,9 @@ func newExplorer(ep Episode, opts Options) (*explorer, error) {
 	if skill == nil {
 		skill = DefaultSkills(task)
 	}
-	h, err := heuristic.New("ff", task)
-	if err != nil {
-		return nil, fmt.Errorf("explore: %w", err)
-	}
 	n := len(task.Facts)
 	x := &explorer{
-		ep: ep, opts: opts, task: task, lex: lex, skill: skill, h: h,
+		ep: ep, opts: opts, task: task, lex: lex, skill: skill,
 		belief:  envs.Belief{Known: pddl.NewState(n), True: pddl.NewState(n)},
 		known:   map[string]bool{},
 		factsOf: map[string][]int{},
@@ -309,6 +361,14 @@ func newExplorer(ep Episode, opts Options) (*explorer, error) {
 	for a := range task.Actions {
 		if _, ok := skill[task.Actions[a].Name]; ok {
 			x.cands = append(x.cands, a)
+		}
+	}
+	x.named = map[string]bool{}
+	for a := range task.Actions {
+		for _, o := range task.Actions[a].Args {
+			if !x.named[o] && mentions(lex.Text(a), lex.Name(o)) {
+				x.named[o] = true
+			}
 		}
 	}
 	for id, f := range task.Facts {
@@ -329,20 +389,23 @@ func newExplorer(ep Episode, opts Options) (*explorer, error) {
 }
 
 // observe updates the belief after an observation: the effects of the
-// executed action a (if any) first, then what the agent sees now, which
-// wins. It then updates the known objects.
-func (x *explorer) observe(obs envs.Observation, a int) {
+// command (when the text says it was carried out, the domain model says
+// what it did, as the belief understood it) first, then what the
+// perception step reads in the observation, which wins. It then updates
+// the known objects.
+func (x *explorer) observe(ctx context.Context, obs envs.Observation, command string) error {
 	b := x.belief
-	if a >= 0 {
-		act := &x.task.Actions[a]
-		set := func(f int, v bool) {
-			b.Known.Set(f)
-			if v {
-				b.True.Set(f)
-			} else {
-				b.True.Clear(f)
-			}
+	set := func(f int, v bool) {
+		b.Known.Set(f)
+		if v {
+			b.True.Set(f)
+		} else {
+			b.True.Clear(f)
 		}
+	}
+	executed := command != "" && strings.TrimSpace(obs.Text) != envs.NothingHappens
+	if a, ok := x.lex.Lookup(x.estimate(), strings.TrimSpace(command)); executed && ok {
+		act := &x.task.Actions[a]
 		prior := b.True.Clone()
 		knownPrior := b.Known.Clone()
 		for _, f := range act.Del {
@@ -363,17 +426,32 @@ func (x *explorer) observe(obs envs.Observation, a int) {
 			}
 		}
 	}
-	if obs.Visible != nil {
-		env := x.ep.Belief()
-		for i := range b.Known {
-			if i < len(obs.Visible) && i < len(env.True) {
-				v := obs.Visible[i]
-				b.Known[i] |= v
-				b.True[i] = b.True[i]&^v | env.True[i]&v
+	in := Input{Obs: obs, Command: command, Executed: executed, Known: func(o string) bool { return x.known[o] }}
+	if x.opts.Images {
+		if img, err := x.ep.Image(); err == nil && img != nil {
+			var buf bytes.Buffer
+			if png.Encode(&buf, img) == nil {
+				in.Image = buf.Bytes()
 			}
 		}
 	}
-	for _, o := range obs.Objects {
+	pc, err := x.per.Perceive(ctx, in)
+	if err != nil {
+		return fmt.Errorf("explore: perception: %w", err)
+	}
+	for _, f := range pc.False {
+		if f >= 0 && f < len(x.task.Facts) {
+			set(f, false)
+			x.perceived++
+		}
+	}
+	for _, f := range pc.True {
+		if f >= 0 && f < len(x.task.Facts) {
+			set(f, true)
+			x.perceived++
+		}
+	}
+	for _, o := range pc.Objects {
 		x.known[o] = true
 	}
 	for _, f := range b.True.Facts() {
@@ -394,6 +472,7 @@ func (x *explorer) observe(obs envs.Observation, a int) {
 	if x.opts.Images {
 		x.attachPending = true
 	}
+	return nil
 }
 
 func conjKnown(c pddl.Conj, known pddl.State) bool {
@@ -454,12 +533,62 @@ func (x *explorer) message(text string) models.Message {
 // are false).
 func (x *explorer) estimate() pddl.State { return x.belief.True.Clone() }
 
-// taskAt returns the task with Init = s (the indexes are shared: they do
-// not depend on Init).
-func (x *explorer) taskAt(s pddl.State) *pddl.Task {
-	t := *x.task
+// taskAt returns the task restricted to the known objects (see known)
+// with Init = s (the indexes are shared: they do not depend on Init).
+func (x *explorer) taskAt(s pddl.State) (*pddl.Task, heuristic.Heuristic, error) {
+	k, h, err := x.knownTask()
+	if err != nil {
+		return nil, nil, err
+	}
+	t := *k
 	t.Init = s
-	return &t
+	return &t, h, nil
+}
+
+// knownTask returns the domain restricted to what the agent knows: the
+// ground actions all of whose objects are known or implicit (named by no
+// command: ALFWorld's locations) and the static facts all of whose objects
+// are known (an action over an object the agent has not perceived is not
+// in it, so no plan can use it and no prompt names it), and an FF
+// heuristic for it. It is rebuilt when the
+// known objects grow. Action ids differ from the domain's; fact ids do not.
+func (x *explorer) knownTask() (*pddl.Task, heuristic.Heuristic, error) {
+	if x.kTask != nil && x.kCount == len(x.known) {
+		return x.kTask, x.kH, nil
+	}
+	t := *x.task
+	t.Actions = nil
+	for _, a := range x.task.Actions {
+		if x.allKnown(a.Args) {
+			t.Actions = append(t.Actions, a)
+		}
+	}
+	t.Static = slices.DeleteFunc(slices.Clone(x.task.Static), func(f pddl.Fact) bool {
+		for _, o := range f.Args {
+			if !x.known[o] {
+				return true
+			}
+		}
+		return false
+	})
+	t.Reindex()
+	h, err := heuristic.New("ff", &t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("explore: %w", err)
+	}
+	x.kTask, x.kH, x.kCount = &t, h, len(x.known)
+	return x.kTask, x.kH, nil
+}
+
+// allKnown reports whether every object of objs is known or implicit (named
+// by no command: ALFWorld's locations, the agent).
+func (x *explorer) allKnown(objs []string) bool {
+	for _, o := range objs {
+		if !x.known[o] && x.named[o] {
+			return false
+		}
+	}
+	return true
 }
 
 // ready decides whether the goal is grounded in the estimate: relaxed
@@ -473,10 +602,14 @@ func (x *explorer) ready(ctx context.Context) (bool, []int, error) {
 	}
 	x.lastKey = key
 	x.lastRdy, x.lastPln = false, nil
-	if _, dead := x.h.Eval(est); dead {
+	t, h, err := x.taskAt(est)
+	if err != nil {
+		return false, nil, err
+	}
+	if _, dead := h.Eval(est); dead {
 		return false, nil, nil
 	}
-	r, err := search.Solve(ctx, x.taskAt(est), search.Options{Heuristic: x.h, MaxExpansions: x.opts.ReadyExpansions})
+	r, err := search.Solve(ctx, t, search.Options{Heuristic: h, MaxExpansions: x.opts.ReadyExpansions})
 	if err != nil {
 		return false, nil, fmt.Errorf("explore: ready check: %w", err)
 	}
@@ -544,10 +677,11 @@ func (x *explorer) skills(ready bool) ([]string, []string) {
 	return texts, kinds
 }
 
-// informative reports whether some fluent fact naming obj is still unknown.
+// informative reports whether some fluent fact naming obj that the
+// perceiver can write is still unknown.
 func (x *explorer) informative(obj string) bool {
 	for _, f := range x.factsOf[obj] {
-		if !x.belief.Known.Has(f) {
+		if !x.belief.Known.Has(f) && (x.per == nil || x.per.Covers(x.task.Facts[f].Predicate)) {
 			return true
 		}
 	}
@@ -567,19 +701,21 @@ func (x *explorer) finish(res *Result) {
 		}
 	}
 	sort.Strings(res.Known)
-	t := x.taskAt(res.Estimate)
-	t.Static = slices.DeleteFunc(slices.Clone(t.Static), func(f pddl.Fact) bool {
-		for _, o := range f.Args {
-			if !x.known[o] {
-				return true
-			}
-		}
-		return false
-	})
+	t, _, err := x.taskAt(res.Estimate)
+	if err != nil {
+		t = x.taskAt0(res.Estimate)
+	}
 	res.Task = t
 	if lex, err := x.lex.Lexicon().Bind(t); err == nil {
 		res.Lexicon = lex
 	} else {
 		res.Lexicon = x.lex
 	}
+}
+
+// taskAt0 is the whole domain with Init = s (a fallback that cannot fail).
+func (x *explorer) taskAt0(s pddl.State) *pddl.Task {
+	t := *x.task
+	t.Init = s
+	return &t
 }

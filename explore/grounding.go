@@ -1,6 +1,40 @@
 package explore
 
-import "github.com/nesy-dev/nesy/pddl"
+import (
+	"github.com/nesy-dev/nesy/envs"
+	"github.com/nesy-dev/nesy/pddl"
+)
+
+// PR scores perceived facts against the hidden truth: Believed counts the
+// facts the agent holds true at the end (its estimate), Correct those of
+// them true in the true state (precision = Correct/Believed); Shown counts
+// the true facts the environment showed the agent (its visibility rules,
+// values when last shown), Recalled those of them the agent holds true
+// (recall = Recalled/Shown).
+type PR struct {
+	Believed int `json:"believed"`
+	Correct  int `json:"correct"`
+	Shown    int `json:"shown"`
+	Recalled int `json:"recalled"`
+}
+
+// Add returns the sum of two scores (micro-averaging).
+func (p PR) Add(o PR) PR {
+	return PR{p.Believed + o.Believed, p.Correct + o.Correct, p.Shown + o.Shown, p.Recalled + o.Recalled}
+}
+
+// Precision is Correct/Believed (1 when nothing is believed).
+func (p PR) Precision() float64 { return ratio(p.Correct, p.Believed) }
+
+// Recall is Recalled/Shown (1 when nothing was shown).
+func (p PR) Recall() float64 { return ratio(p.Recalled, p.Shown) }
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 1
+	}
+	return float64(a) / float64(b)
+}
 
 // Grounding compares an exploration's estimate with the true state on the
 // goal's objects. It is for evaluation (benchmarks, tests): the harness
@@ -25,11 +59,16 @@ type Grounding struct {
 	// truth; when the Ready check found no plan (its search ran out of
 	// expansions), the estimate must instead hold every true goal fact.
 	Correct bool `json:"correct"`
+	// Goal and All score the perceived facts on the goal's objects and on
+	// all fluent facts.
+	Goal PR `json:"goal_pr"`
+	All  PR `json:"all_pr"`
 }
 
 // Compare measures res against truth, the true state where exploration
-// ended, of task (the episode's task).
-func Compare(res *Result, task *pddl.Task, truth pddl.State) Grounding {
+// ended, of task (the episode's task), and shown, what the environment
+// showed the agent (envs.Episode.Belief).
+func Compare(res *Result, task *pddl.Task, truth pddl.State, shown envs.Belief) Grounding {
 	var g Grounding
 	objs := map[string]bool{}
 	for _, c := range task.Goal {
@@ -53,9 +92,24 @@ func Compare(res *Result, task *pddl.Task, truth pddl.State) Grounding {
 				break
 			}
 		}
+		var pr PR
+		if res.Estimate != nil && res.Estimate.Has(id) {
+			pr.Believed++
+			if truth.Has(id) {
+				pr.Correct++
+			}
+		}
+		if shown.True != nil && shown.True.Has(id) {
+			pr.Shown++
+			if res.Estimate != nil && res.Estimate.Has(id) {
+				pr.Recalled++
+			}
+		}
+		g.All = g.All.Add(pr)
 		if !about {
 			continue
 		}
+		g.Goal = g.Goal.Add(pr)
 		g.GoalFacts++
 		tv := truth.Has(id)
 		if tv {
@@ -68,15 +122,25 @@ func Compare(res *Result, task *pddl.Task, truth pddl.State) Grounding {
 			g.Wrong++
 		}
 	}
-	if res.Ready && res.ReadyPlan != nil {
+	if res.Ready && res.ReadyPlan != nil && res.Task != nil {
 		s := truth
 		g.PlanWorks = true
 		for _, a := range res.ReadyPlan {
-			if a < 0 || a >= len(task.Actions) || !task.IsApplicable(s, a) {
+			id := -1
+			if a >= 0 && a < len(res.Task.Actions) {
+				act := &res.Task.Actions[a]
+				for _, c := range task.LookupAction(act.Name, act.Args) {
+					if task.IsApplicable(s, c) {
+						id = c
+						break
+					}
+				}
+			}
+			if id < 0 {
 				g.PlanWorks = false
 				break
 			}
-			s = task.Apply(s, a)
+			s = task.Apply(s, id)
 		}
 		g.PlanWorks = g.PlanWorks && task.GoalReached(s)
 	}

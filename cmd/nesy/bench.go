@@ -33,7 +33,8 @@ func newBenchCmd() *cobra.Command {
 		limit, simulations, threads, maxActions         int
 		exploreSteps, maxSteps                          int
 		seed                                            uint64
-		allSkills, omitStatic, quiet                    bool
+		allSkills, omitStatic, quiet, partial           bool
+		perception                                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X --model M --out DIR",
@@ -74,7 +75,7 @@ else a small synthetic one.`,
 			if err != nil {
 				return err
 			}
-			env, err := envs.New(envName, ds)
+			env, err := envs.NewWith(envName, ds, envs.Options{Partial: partial})
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
@@ -100,7 +101,7 @@ else a small synthetic one.`,
 				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations,
 				Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
 				OmitStatic: omitStatic,
-				Explore:    explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills},
+				Explore:    explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
 			}
 			pr := newProgress(cmd.ErrOrStderr(), fmt.Sprintf("%s %s", method, envName), quiet)
 			cfg.Progress = pr.update
@@ -136,7 +137,9 @@ else a small synthetic one.`,
 	f.IntVar(&maxSteps, "max-steps", bench.DefaultMaxSteps, "direct policy: most commands per task")
 	f.IntVar(&exploreSteps, "explore-steps", explore.DefaultMaxSteps, "two-phase: exploration budget in skills")
 	f.Uint64Var(&seed, "seed", 0, "seed for sampling, search tie-breaking and --model tiny")
+	f.StringVar(&perception, "perception", explore.PerceiveText, "two-phase: how Phase I reads observations: text (the deterministic reader of the env's text templates) or model (the model writes facts by constrained decoding)")
 	f.BoolVar(&allSkills, "all-skills", false, "two-phase: offer every valid exploration skill, not only informative ones")
+	f.BoolVar(&partial, "partial", false, "virtualhome: hide the contents of closed containers until opened (reports say so)")
 	f.BoolVar(&omitStatic, "omit-static", false, "leave static facts out of the planning prompt")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	cmd.AddCommand(newBenchReportCmd(), newBenchCompareCmd())
