@@ -113,8 +113,9 @@ dirty="$(git status --porcelain --untracked-files=no 2>/dev/null | head -c1)"
   echo "ollama: github.com/ollama/ollama $ollama_version"
   echo "CGO_CFLAGS: $CGO_CFLAGS"
   echo "CGO_CXXFLAGS: $CGO_CXXFLAGS"
-  echo "files:"
-  (cd "$out" && find . -type f ! -name MANIFEST | sort | sed 's|^\./|  |')
+  echo "bin:"
+  (cd "$out/bin" && stat -c '  %n %s bytes' *)
+  echo "src: $(find "$out/src" -type f | wc -l) files: CMakeLists.txt, CMakePresets.json, ml/backend/ggml/ggml ($(du -sh "$out/src" | cut -f1))"
 } >"$out/MANIFEST"
 
 bytes="$(du -sb "$out" | cut -f1)"
