@@ -52,6 +52,7 @@
 #   --arch LIST        CMAKE_CUDA_ARCHITECTURES (default 90 = H100/H200)
 #   --jobs N           build jobs (default: all cores)
 #   --deadline S       the whole run's limit in seconds (default 560)
+#   --build-limit S    the build step's limit in seconds (default 420)
 #   --benchtime T      -test.benchtime of the models benchmarks (default
 #                      1s; 1x with --cpu-only)
 #   --mcts-benchtime T -test.benchtime of the MCTS benchmarks (default 2x;
@@ -75,6 +76,7 @@ cpu_only=0 bench=1
 cuda_archs=90
 jobs="$(nproc 2>/dev/null || echo 4)"
 deadline=560
+build_limit=420
 benchtime="" mcts_benchtime="" qwen35_args=""
 
 usage() { sed -n '2,/^set -euo/p' "$script" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'; }
@@ -91,6 +93,7 @@ while (($#)); do
     --arch) cuda_archs="${2:?--arch needs a list}"; shift ;;
     --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
     --deadline) deadline="${2:?--deadline needs seconds}"; shift ;;
+    --build-limit) build_limit="${2:?--build-limit needs seconds}"; shift ;;
     --benchtime) benchtime="${2:?--benchtime needs a value}"; shift ;;
     --mcts-benchtime) mcts_benchtime="${2:?--mcts-benchtime needs a value}"; shift ;;
     --qwen35) qwen35_args="${2:?--qwen35 needs mkmodel flags}"; shift ;;
@@ -105,7 +108,8 @@ die() { printf 'gpu-check: %s\n' "$*" >&2; exit 2; }
 [[ -f "$src/CMakeLists.txt" && -d "$src/ml/backend/ggml/ggml/src" ]] ||
   die "--src $src does not hold CMakeLists.txt and ml/backend/ggml/ggml (make it with scripts/gpu-prep.sh)"
 [[ -d "$bin_dir" ]] || die "--test-bin $bin_dir is not a folder (make it with scripts/gpu-prep.sh)"
-[[ "$deadline" =~ ^[0-9]+$ && "$jobs" =~ ^[0-9]+$ ]] || die "--deadline and --jobs take whole numbers"
+[[ "$deadline" =~ ^[0-9]+$ && "$build_limit" =~ ^[0-9]+$ && "$jobs" =~ ^[0-9]+$ ]] ||
+  die "--deadline, --build-limit and --jobs take whole numbers"
 
 # The whole run under timeout (which signals the whole process group).
 if [[ "${NESY_GPU_CHECK_TIMED:-}" != 1 ]]; then
@@ -136,11 +140,20 @@ lib_dir="$build_dir/lib/ollama"
 export repo src bin_dir out build_dir work target cpu_only cuda_archs lib_dir
 
 # Everything printed is also kept in $out/gpu-check.log.
-exec > >(tee -a "$out/gpu-check.log") 2>&1
+# The tee ignores TERM so that the summary still gets through when the
+# overall timeout signals the whole process group.
+exec > >(trap '' TERM INT; exec tee -a "$out/gpu-check.log") 2>&1
 tee_pid=$!
 start=$SECONDS
 # On the overall timeout: the summary, then the EXIT trap.
-trap 'say "deadline of ${deadline}s reached"; failed=1; finish' TERM
+on_term() {
+  if [[ -f "$work/step.pid" ]]; then kill -TERM "$(cat "$work/step.pid")" 2>/dev/null || true; fi
+  say "deadline of ${deadline}s reached (or TERM): the running step was stopped"
+  printf '%-16s %-5s %4ss  %s\n' "(stopped)" FAIL 0 "TERM during step $n" >>"$summary"
+  failed=1
+  finish
+}
+trap on_term TERM
 say() { printf '[gpu-check %3ds] %s\n' "$((SECONDS - start))" "$*"; }
 left() { echo $((deadline - 15 - (SECONDS - start))); }
 
@@ -171,10 +184,21 @@ step() {
   printf '+ %s\n' "$*" >"$log"
   set +e
   # Functions run in a child bash (exported with export -f, as are the
-  # variables they read).
-  timeout -k 5 "$lim" bash -c 'set -euo pipefail; "$@"' _ "$@" 2>&1 | tee -a "$log" |
-    if ((quiet)); then grep --line-buffered -v -E '^[0-9/]+ [0-9:]+ INFO |level=INFO '; else cat; fi
-  rc=${PIPESTATUS[0]}
+  # variables they read). timeout puts the step in a process group of its
+  # own; its pid is kept so that the TERM trap can stop it. The pipeline
+  # runs in the background so that the trap runs at once, not when the
+  # step ends.
+  rm -f "$work/step.rc"
+  {
+    timeout -k 5 "$lim" bash -c 'set -euo pipefail; "$@"' _ "$@" 2>&1 &
+    echo $! >"$work/step.pid"
+    wait $!
+    echo $? >"$work/step.rc"
+  } | tee -a "$log" |
+    if ((quiet)); then grep --line-buffered -v -E '^[0-9/]+ [0-9:]+ INFO |level=INFO '; else cat; fi &
+  wait $!
+  rc="$(cat "$work/step.rc" 2>/dev/null || echo 143)"
+  rm -f "$work/step.pid"
   set -e
   local took=$((SECONDS - t0)) status=ok note=""
   if ((rc != 0)); then
@@ -299,7 +323,7 @@ if ((bench)); then
   say "generating the benchmark models in the background (log models-gen.log): qwen35 $qwen35_args"
 fi
 
-step build 420 cmake --build "$build_dir" --target "$target" --parallel "$jobs" || finish
+step build "$build_limit" cmake --build "$build_dir" --target "$target" --parallel "$jobs" || finish
 export lib="$lib_dir/lib$target.so"
 
 # --- the library as the loader sees it
