@@ -415,10 +415,11 @@ fi
 nesycheck() {
   "$bin/nesy" mkmodel --seed 1 --out "$work/tiny.gguf"
   # Exit status 1 is a valid plan that misses the goal (random weights);
-  # 2 and above are errors.
+  # 2 and above are errors. --seconds bounds the plan on a slow machine
+  # (the dry run on a loaded 2-core host took 53 s without it).
   local rc=0
   "$bin/nesy" plan --domain "$repo/examples/blocks/domain.pddl" --problem "$repo/examples/blocks/problem.pddl" \
-    --model "$work/tiny.gguf" --method cgreedy --gpu-layers "$gpu_layers" --verbose || rc=$?
+    --model "$work/tiny.gguf" --method cgreedy --gpu-layers "$gpu_layers" --seconds 15 --verbose || rc=$?
   echo "nesy plan: exit $rc"
   ((rc <= 1)) || return 1
 }
