@@ -12,6 +12,7 @@
 #                                module's CMakeLists.txt, CMakePresets.json
 #                                and ml/backend/ggml/ggml
 #   <bundle>/MANIFEST            versions, flags, commit, sizes, sha256
+#   <bundle>/go.mod              keeps the bundle out of the nesy module's ./...
 #
 # The binaries are built for x86-64-v3 (AVX2, FMA, F16C), not -march=native:
 # a development host with AVX-512 would build code the GPU node's CPU may
@@ -80,6 +81,16 @@ echo "incomplete: scripts/gpu-prep.sh has not finished" >"$out/MANIFEST"
 say "copying the ggml sources from $ollama_src ($ollama_version)"
 cp -p "$ollama_src/CMakeLists.txt" "$ollama_src/CMakePresets.json" "$out/src/"
 cp -rp "$ollama_src/ml/backend/ggml/ggml" "$out/src/ml/backend/ggml/"
+# The copied sources hold .go files (Ollama's cgo wrappers): without a go.mod
+# of its own the bundle would be part of the nesy module, and `go vet ./...`,
+# `go test ./...` and `make test` would compile ggml from it (for minutes).
+cat >"$out/go.mod" <<'EOF'
+// Not Go code to build: this go.mod makes gpu-bundle/ a module of its own,
+// so that ./... patterns of the nesy module skip the copied ggml sources.
+module nesy.invalid/gpu-bundle
+
+go 1.26
+EOF
 # The module cache is read-only; the copies need not be (CMake writes nothing
 # into the sources, but a user cleaning the bundle should be able to).
 chmod -R u+w "$out/src"
