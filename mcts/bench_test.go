@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/nesy-dev/nesy/constraint"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -20,8 +21,12 @@ import (
 // after a short prompt (prompt evaluation included; it is a small part).
 //
 //	go test ./mcts -run XXX -bench Simulations -benchtime 5x
+//
+// NESY_BENCH_MODEL names a GGUF to use instead of the generated model (for
+// both benchmarks; scripts/gpu-check.sh passes a larger qwen35 model to
+// BenchmarkHybridSimulations this way).
 func BenchmarkSimulations(b *testing.B) {
-	path := modelPath(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
+	path := benchModel(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
 	benchSearches(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
 }
 
@@ -37,12 +42,21 @@ func BenchmarkSimulations(b *testing.B) {
 //	for i in 1 2 3; do for b in 1 16; do
 //	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
 func BenchmarkHybridSimulations(b *testing.B) {
-	path := modelPath(b, "qwen35-bench", func(testing.TB) gguf.Spec {
+	path := benchModel(b, "qwen35-bench", func(testing.TB) gguf.Spec {
 		s := gguf.Default(gguf.ArchQwen35)
 		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 768, 12, 2048, 6, 2, 64, 32000, 1
 		return s
 	})
 	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})
+}
+
+// benchModel is modelPath, or the GGUF named by NESY_BENCH_MODEL.
+func benchModel(b *testing.B, name string, spec func(testing.TB) gguf.Spec) string {
+	b.Helper()
+	if p := os.Getenv("NESY_BENCH_MODEL"); p != "" {
+		return p
+	}
+	return modelPath(b, name, spec)
 }
 
 // benchSearches runs 128-simulation searches with one leaf and with 16
