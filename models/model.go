@@ -117,6 +117,9 @@ type Info struct {
 	// tokens (see Engine.Truncate).
 	Recurrent bool
 	Params    int64  // weights
+	// Prompt is the planning-prompt variant the model was trained on
+	// (GGUF key general.nesy.prompt, e.g. "compact"); "" for the default.
+	Prompt string
 	Device    string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
 }
 

@@ -89,6 +89,9 @@ type Spec struct {
 	// shape [in, out] is out rows of in values); tensors not named are
 	// random. Each must hold exactly as many values as its shape.
 	Weights map[string][]float32
+	// Meta are further string metadata, written under their keys as given
+	// (e.g. "general.nesy.prompt").
+	Meta map[string]string
 	// WeightScale multiplies the default weight spread (1/sqrt(fan-in));
 	// 0 means 1. The output projection is additionally scaled so logits
 	// have a standard deviation of a few units.
@@ -425,5 +428,8 @@ func (s Spec) kv() map[string]any {
 	kv["general.file_type"] = uint32(ggmlType(s.DType)) // LLAMA_FTYPE_ALL_F32 = 0, MOSTLY_F16 = 1
 	kv["general.alignment"] = uint32(alignment)
 	s.Tokenizer.addKV(kv)
+	for k, v := range s.Meta {
+		kv[k] = v
+	}
 	return kv
 }
