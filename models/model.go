@@ -116,11 +116,11 @@ type Info struct {
 	// layers): forks share it copy-on-write, and truncating may recompute
 	// tokens (see Engine.Truncate).
 	Recurrent bool
-	Params    int64  // weights
+	Params    int64 // weights
 	// Prompt is the planning-prompt variant the model was trained on
 	// (GGUF key general.nesy.prompt, e.g. "compact"); "" for the default.
 	Prompt string
-	Device    string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
+	Device string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
 }
 
 // ImageToken returns the placeholder that stands for image n of an
