@@ -102,7 +102,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	}
 	// Every k-th game is held out (the games are sorted by task type, so
 	// each type is in both parts).
-	k := max(2, int(math.Round(1/share)))
+	k := min(max(2, int(math.Round(1/share))), len(examples)) // at least one held out
 	var tr, held []Example
 	longest := 0
 	for i, x := range examples {
@@ -159,14 +159,19 @@ func Plot(res *Result, path string) error {
 		if len(pts) == 0 {
 			return nil
 		}
-		xy := make(plotter.XYs, len(pts))
+		var xy plotter.XYs
 		sum := 0.0
 		for i, p := range pts {
 			sum += p.Loss
 			if i >= window {
 				sum -= pts[i-window].Loss
 			}
-			xy[i].X, xy[i].Y = float64(p.Step), sum/float64(min(i+1, window))
+			if y := sum / float64(min(i+1, window)); !math.IsNaN(y) && !math.IsInf(y, 0) {
+				xy = append(xy, plotter.XY{X: float64(p.Step), Y: y})
+			}
+		}
+		if len(xy) == 0 {
+			return nil
 		}
 		l, err := plotter.NewLine(xy)
 		if err != nil {
