@@ -121,7 +121,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		to.Checkpoint = filepath.Join(o.Out, CheckpointFile)
 	}
 	logf("examples: %d training, %d held out; longest %d tokens", len(tr), len(held), longest)
-	res, err := Train(p, tr, held, to)
+	res, err := Train(ctx, p, tr, held, to)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -200,8 +201,10 @@ func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, er
 }
 
 // Train trains p on train (held out: held) and returns the loss curves.
-// The same parameters, examples and options give the same weights.
-func Train(p *Params, train, held []Example, o Options) (*Result, error) {
+// The same parameters, examples and options give the same weights. When
+// ctx is cancelled it stops after the running step, writes the checkpoint
+// (so --resume continues from there) and returns ctx's error.
+func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*Result, error) {
 	if o.Steps <= 0 || o.Batch <= 0 || o.Seq <= 0 {
 		return nil, fmt.Errorf("train: steps %d, batch %d and sequence length %d must be positive", o.Steps, o.Batch, o.Seq)
 	}
@@ -302,6 +305,14 @@ func Train(p *Params, train, held []Example, o Options) (*Result, error) {
 		grads[i] = make([]float32, len(q.Data))
 	}
 	for step := start; step < o.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			if o.Checkpoint != "" && step > start {
+				if werr := writeCheckpoint(o.Checkpoint, p, opt, step, res); werr != nil {
+					return nil, werr
+				}
+			}
+			return res, fmt.Errorf("train: stopped at step %d: %w", step, err)
+		}
 		// The batch of a step depends on the seed and the step only, so a
 		// resumed run sees the examples a straight one would.
 		batch := make([]Example, o.Batch)

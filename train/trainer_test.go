@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,7 @@ func TestTrainDeterministicAndResumes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Train(p, data[:6], data[6:], o)
+		res, err := Train(context.Background(), p, data[:6], data[6:], o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,9 +95,36 @@ func TestTrainDeterministicAndResumes(t *testing.T) {
 		{"missing checkpoint", Options{Steps: 1, Batch: 1, Seq: 16, Resume: true, Checkpoint: filepath.Join(dir, "none")}},
 	} {
 		p, _ := NewParams(cfg, 3)
-		if _, err := Train(p, data[:6], data[6:], tc.o); err == nil {
+		if _, err := Train(context.Background(), p, data[:6], data[6:], tc.o); err == nil {
 			t.Errorf("%s: no error", tc.name)
 		}
+	}
+}
+
+// TestTrainCancelled: a cancelled run stops, keeps its checkpoint and
+// says why.
+func TestTrainCancelled(t *testing.T) {
+	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
+	data := toyExamples(cfg.Vocab, 8)
+	p, err := NewParams(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ck := filepath.Join(t.TempDir(), "ck.gob")
+	o := Options{Steps: 100, Batch: 1, Seq: 16, Checkpoint: ck, EvalEvery: 1000,
+		Progress: func(pr Progress) {
+			if pr.Step == 3 {
+				cancel()
+			}
+		}}
+	res, err := Train(ctx, p, data[:6], data[6:], o)
+	if !errors.Is(err, context.Canceled) || res == nil || len(res.Train) != 3 {
+		t.Fatalf("Train after cancel: %v, result %+v", err, res)
+	}
+	ckp, err := readCheckpoint(ck)
+	if err != nil || ckp.Step != 3 {
+		t.Fatalf("checkpoint after cancel: %v (%+v)", err, ckp)
 	}
 }
 

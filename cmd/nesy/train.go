@@ -59,6 +59,11 @@ seed give the same model.`,
 			start := time.Now()
 			res, err := train.Run(cmd.Context(), o)
 			bar.finish()
+			if err != nil && cmd.Context().Err() != nil {
+				fmt.Fprintf(errw, "nesy train: interrupted; the same command with --resume continues from %s\n",
+					filepath.Join(o.Out, train.CheckpointFile))
+				return exitError{130}
+			}
 			if err != nil {
 				return err
 			}
