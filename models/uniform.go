@@ -25,7 +25,7 @@ type Uniform struct {
 	base LM
 	info Info
 
-	mu     sync.Mutex
+	mu     sync.Mutex    // protects the fields below
 	seqs   map[SeqID]int // cached positions per sequence
 	next   SeqID
 	slots  int
