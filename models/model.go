@@ -4,7 +4,9 @@
 // evaluates many token sequences at once with shared-prefix forks, as the
 // decoder and the tree search need. It knows nothing of PDDL.
 //
-// Load returns an *Engine (the native implementation of LM). One goroutine
+// Load returns an *Engine (the native implementation of LM); NewUniform
+// wraps one as the uniform prior (zero logits, no forward pass), the
+// ablation that says how much a model's prior adds. One goroutine
 // per loaded model owns the KV cache and forms batches; concurrent Eval
 // calls from several goroutines are merged into shared forward passes when
 // that is cheaper than running them apart (forks of one prompt, yes;
