@@ -87,6 +87,9 @@ type Record struct {
 	EvaluatedTokens int `json:"evaluated_tokens"`
 	ModelCalls      int `json:"model_calls"`
 	Images          int `json:"images"`
+	// Simulations are the tree search's simulations (mcts, cmcts; it stops
+	// at its first goal plan unless told otherwise).
+	Simulations int `json:"simulations,omitempty"`
 	// Seconds is the task's wall time; ExploreSeconds and PlanSeconds its
 	// phases.
 	Seconds        float64 `json:"seconds"`

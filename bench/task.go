@@ -51,6 +51,7 @@ type outcome struct {
 	stop    string
 	usage   explore.Usage
 	think   int
+	sims    int
 	seconds float64
 }
 
@@ -130,6 +131,7 @@ func (r *runner) task(ctx context.Context, info envs.TaskInfo) (rec Record) {
 	}
 	rec.Plan, rec.Stop, rec.PlanSeconds = out.lines, out.stop, out.seconds
 	rec.add(out.usage, out.think)
+	rec.Simulations = out.sims
 
 	// Execute the plan open-loop in the environment.
 	rec.Commands = out.texts
@@ -205,6 +207,7 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 	out.usage = explore.Usage{PromptTokens: int(res.PromptTokens), GeneratedTokens: int(res.GeneratedTokens),
 		EvaluatedTokens: int(res.EvaluatedTokens), ModelCalls: int(res.ModelCalls)}
 	out.think = int(res.ThinkingTokens)
+	out.sims = int(res.Simulations)
 	return out, err
 }
 

@@ -421,3 +421,32 @@ func matchForm(text, form string) bool {
 }
 
 var _ models.LM = (*models.Engine)(nil)
+
+// TestCompactPrompt: the compact prompt is one user message with the goal
+// before and after the state, whose lines are fluent facts about objects
+// that actions name, and none of the default prompt's furniture.
+func TestCompactPrompt(t *testing.T) {
+	for _, tt := range datasetTasks(t, 4) {
+		full := Messages(tt.Lex, PromptOptions{Goal: "reach the goal.", OmitStatic: true})
+		msgs := Messages(tt.Lex, PromptOptions{Goal: "reach the goal.", Compact: true, System: "ignored"})
+		if len(msgs) != 1 || msgs[0].Role != "user" {
+			t.Fatalf("%s: %d messages, want one user message", tt.Name, len(msgs))
+		}
+		text := msgs[0].Content
+		if !strings.HasPrefix(text, "Goal: reach the goal.\nState:\n") || !strings.HasSuffix(text, "Goal: reach the goal.\nPlan:") {
+			t.Fatalf("%s: compact prompt %q", tt.Name, text)
+		}
+		if strings.Contains(text, "ignored") || strings.Contains(text, "Actions you can take") || strings.Contains(text, "Objects:") {
+			t.Fatalf("%s: the compact prompt has the default prompt's parts:\n%s", tt.Name, text)
+		}
+		// Every compact state line is a line of the default prompt's state.
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, "- ") && !strings.Contains(full[1].Content, "\n"+line+"\n") {
+				t.Fatalf("%s: %q is not a state line of the default prompt", tt.Name, line)
+			}
+		}
+		if len(text) >= len(full[1].Content) {
+			t.Errorf("%s: the compact prompt (%d bytes) is not shorter than the default (%d)", tt.Name, len(text), len(full[1].Content))
+		}
+	}
+}

@@ -46,7 +46,18 @@ type PromptOptions struct {
 	// Think renders the chat with Qwen's thinking mode on (models whose
 	// template has the switch); off by default.
 	Think bool
+	// Compact is the short prompt a small trained prior reads (see
+	// PromptCompact): one user message holding the goal, the state's
+	// fluent facts and the goal again, without a system message, action
+	// forms, object list or instructions. System, Observation, OmitStatic,
+	// OmitState and End are ignored.
+	Compact bool
 }
+
+// PromptCompact is the models.Info.Prompt of a model trained on the
+// compact prompt (PromptOptions.Compact): the planner selects it for such
+// a model, so the prompt a prior is used with is the one it was trained on.
+const PromptCompact = "compact"
 
 // Prompt is a rendered, tokenized planning prompt.
 type Prompt struct {
@@ -67,6 +78,18 @@ type Prompt struct {
 func Messages(lex *lexicon.Bound, opts PromptOptions) []models.Message {
 	task := lex.Task()
 	var b strings.Builder
+	if opts.Compact {
+		goal := strings.TrimSpace(opts.Goal)
+		if goal == "" {
+			goal = strings.TrimSpace(goalText(lex, opts.GoalAlternatives))
+		}
+		b.WriteString("Goal: " + goal + "\nState:\n")
+		for _, line := range compactState(lex) {
+			b.WriteString("- " + line + "\n")
+		}
+		b.WriteString("Goal: " + goal + "\nPlan:")
+		return []models.Message{{Role: "user", Content: b.String()}}
+	}
 
 	b.WriteString("Actions you can take, one per line, written exactly in one of these forms " +
 		"(<...> stands for an object's name):\n")
@@ -113,8 +136,15 @@ func Messages(lex *lexicon.Bound, opts PromptOptions) []models.Message {
 // BuildPrompt renders the planning chat (Messages) with the model's chat
 // template and tokenizes it.
 func BuildPrompt(lm models.LM, lex *lexicon.Bound, opts PromptOptions) (*Prompt, error) {
-	msgs := Messages(lex, opts)
-	text, err := lm.RenderChat(msgs, models.ChatOptions{Think: opts.Think})
+	return RenderPrompt(lm, Messages(lex, opts), opts.Think)
+}
+
+// RenderPrompt renders msgs (a planning chat from Messages) with the
+// model's chat template and tokenizes it, as BuildPrompt does: package
+// train renders its demonstrations with it, so a prior is trained on the
+// prompt it is used with.
+func RenderPrompt(lm models.LM, msgs []models.Message, think bool) (*Prompt, error) {
+	text, err := lm.RenderChat(msgs, models.ChatOptions{Think: think})
 	if err != nil {
 		return nil, fmt.Errorf("decoder: rendering the prompt: %w", err)
 	}
@@ -125,7 +155,37 @@ func BuildPrompt(lm models.LM, lex *lexicon.Bound, opts PromptOptions) (*Prompt,
 	if len(toks) == 0 {
 		return nil, fmt.Errorf("decoder: the prompt has no tokens")
 	}
-	return &Prompt{Messages: msgs, Text: text, Tokens: toks, Think: opts.Think && lm.Info().Thinking}, nil
+	return &Prompt{Messages: msgs, Text: text, Tokens: toks, Think: think && lm.Info().Thinking}, nil
+}
+
+// compactState describes the initial state for the compact prompt: its
+// fluent facts whose every argument is an object some action's text names
+// (facts about unnamed objects, such as ALFWorld's locations, tell a
+// planner that writes action texts nothing it can use), sorted.
+func compactState(lex *lexicon.Bound) []string {
+	task := lex.Task()
+	named := map[string]bool{}
+	for a := range task.Actions {
+		text := lex.Text(a)
+		for _, o := range task.Actions[a].Args {
+			if !named[o] && strings.Contains(text, lex.Name(o)) {
+				named[o] = true
+			}
+		}
+	}
+	var out []string
+	for _, f := range task.Init.Facts() {
+		fact := task.Facts[f]
+		keep := true
+		for _, a := range fact.Args {
+			keep = keep && named[a]
+		}
+		if keep {
+			out = append(out, lex.FactText(fact))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // objectNames returns the display names of the objects the model may write:

@@ -236,6 +236,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		Name: name, Path: path, Arch: arch, Family: e.chat.family,
 		ContextLength: o.ContextLength, VocabSize: tok.vocabSize, Vision: vision,
 		Thinking: e.chat.thinking, Recurrent: e.checkpoints != nil, Params: params64, Device: device,
+		Prompt: meta.KV().String(PromptKey),
 	}
 
 	if err := initCache(cache, m.Backend(), o); err != nil {
@@ -397,6 +398,10 @@ func probeBackend(path string, threads int) (b ml.Backend, err error) {
 	}()
 	return ml.NewBackend(path, ml.BackendParams{AllocMemory: false, NumThreads: threads})
 }
+
+// PromptKey is the GGUF metadata key naming the planning-prompt variant a
+// model was trained on (Info.Prompt).
+const PromptKey = "general.nesy.prompt"
 
 // Info implements LM.
 func (e *Engine) Info() Info { return e.info }

@@ -4,7 +4,9 @@
 // evaluates many token sequences at once with shared-prefix forks, as the
 // decoder and the tree search need. It knows nothing of PDDL.
 //
-// Load returns an *Engine (the native implementation of LM). One goroutine
+// Load returns an *Engine (the native implementation of LM); NewUniform
+// wraps one as the uniform prior (zero logits, no forward pass), the
+// ablation that says how much a model's prior adds. One goroutine
 // per loaded model owns the KV cache and forms batches; concurrent Eval
 // calls from several goroutines are merged into shared forward passes when
 // that is cheaper than running them apart (forks of one prompt, yes;
@@ -116,8 +118,11 @@ type Info struct {
 	// layers): forks share it copy-on-write, and truncating may recompute
 	// tokens (see Engine.Truncate).
 	Recurrent bool
-	Params    int64  // weights
-	Device    string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
+	Params    int64 // weights
+	// Prompt is the planning-prompt variant the model was trained on
+	// (GGUF key general.nesy.prompt, e.g. "compact"); "" for the default.
+	Prompt string
+	Device string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
 }
 
 // ImageToken returns the placeholder that stands for image n of an

@@ -245,7 +245,8 @@ func Run(ctx context.Context, lm models.LM, task Task, m Method, opts Options) (
 	if opts.EndMarker != "" {
 		space.End = opts.EndMarker + "\n"
 	}
-	popts := decoder.PromptOptions{Goal: task.Goal, OmitStatic: opts.OmitStatic, Think: opts.Think || m == Thinking}
+	popts := decoder.PromptOptions{Goal: task.Goal, OmitStatic: opts.OmitStatic, Think: opts.Think || m == Thinking,
+		Compact: lm.Info().Prompt == decoder.PromptCompact}
 	if m.Search() && popts.Think {
 		return nil, fmt.Errorf("planner: thinking works with greedy and cgreedy only, not %s", m)
 	}

@@ -132,6 +132,9 @@ func startServer(t testing.TB, opts Options) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{t: t, s: s, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1),
 		model: defaultModelName(opts.Model), dir: modelsDir}
+	if opts.Uniform {
+		ts.model = models.UniformName
+	}
 	go func() { ts.done <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		ts.stop()
@@ -204,8 +207,8 @@ func apiErr(t testing.TB, body []byte) apiError {
 	return e
 }
 
-// engineStats returns the default model's engine stats.
-func (ts *testServer) engine() *models.Engine {
+// engine returns the default model's loaded engine.
+func (ts *testServer) engine() models.LM {
 	ts.t.Helper()
 	for _, e := range ts.s.models.engines() {
 		return e

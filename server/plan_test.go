@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 )
 
@@ -455,5 +456,29 @@ func TestShutdownFinishes(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("Serve: %v", err)
+	}
+}
+
+// TestPlanUniform serves the default model as the uniform prior: requests
+// naming none or "uniform" plan with zero logits (no forward pass of the
+// model), and the constrained search still reaches the goal.
+func TestPlanUniform(t *testing.T) {
+	ts := startServer(t, Options{Uniform: true})
+	for _, model := range []string{"", models.UniformName} {
+		req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCMCTS, "max_actions": 8, "seconds": 60}
+		if model != "" {
+			req["model"] = model
+		}
+		status, _, body := ts.do("POST", "/v1/plan", req)
+		if status != 200 {
+			t.Fatalf("model %q: status %d: %s", model, status, body)
+		}
+		r := decodePlan(t, body)
+		if r.Model != models.UniformName || !r.Valid || !r.GoalReached {
+			t.Fatalf("model %q: answered by %q, valid %v, goal %v", model, r.Model, r.Valid, r.GoalReached)
+		}
+	}
+	if info := ts.engine().Info(); info.Name != models.UniformName || info.Params != 0 {
+		t.Fatalf("the loaded model is %q with %d parameters, want the uniform prior", info.Name, info.Params)
 	}
 }

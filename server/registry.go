@@ -41,6 +41,9 @@ type registry struct {
 	log       *slog.Logger
 	defName   string // the default model's name ("" for none)
 	defPath   string // its file
+	// uniform serves the default model as the uniform prior
+	// (models.NewUniform over its vocabulary), named "uniform".
+	uniform bool
 
 	mu     sync.Mutex // protects loaded and closed
 	loaded map[string]*modelEntry
@@ -58,7 +61,7 @@ type modelEntry struct {
 	path  string        // GGUF file
 	ready chan struct{} // closed when loading ended (engine or err set)
 
-	engine  *models.Engine
+	engine  models.LM
 	err     error
 	loadDur time.Duration
 
@@ -106,6 +109,9 @@ func newRegistry(o Options, log *slog.Logger) *registry {
 	}
 	if o.Model != "" {
 		r.defName = defaultModelName(o.Model)
+		if o.Uniform {
+			r.defName, r.uniform = models.UniformName, true
+		}
 	}
 	if r.opts.Logger == nil {
 		r.opts.Logger = log
@@ -256,7 +262,20 @@ func (r *registry) load(e *modelEntry) {
 			opts.ChatTemplate = sm.Template
 		}
 	}
-	eng, err := models.Load(context.Background(), e.path, opts)
+	var (
+		eng models.LM
+		err error
+	)
+	if r.uniform && e.path == r.defPath {
+		// The model only tokenizes and renders chats.
+		opts.Sequences, opts.ContextLength = 1, 512
+		var base *models.Engine
+		if base, err = models.Load(context.Background(), e.path, opts); err == nil {
+			eng = models.NewUniform(base, 0)
+		}
+	} else {
+		eng, err = models.Load(context.Background(), e.path, opts)
+	}
 	r.mu.Lock()
 	e.loadDur = time.Since(start)
 	if err != nil {
@@ -375,10 +394,10 @@ func (r *registry) reaper() {
 }
 
 // engines returns the loaded engines (for metrics).
-func (r *registry) engines() []*models.Engine {
+func (r *registry) engines() []models.LM {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*models.Engine
+	var out []models.LM
 	for _, e := range r.loaded {
 		if e.engine != nil {
 			out = append(out, e.engine)

@@ -26,6 +26,10 @@ type Options struct {
 	// GGUF path or an Ollama model name. "" means none (requests must name
 	// a model).
 	Model string
+	// Uniform serves Model as the uniform prior (models.NewUniform: zero
+	// logits over its vocabulary, no forward pass), under the name
+	// "uniform": the ablation that says how much a model's prior adds.
+	Uniform bool
 	// ModelsDir is a folder of GGUF files requests may name (by path
 	// relative to it, with or without ".gguf"). "" means none.
 	ModelsDir string

@@ -61,7 +61,9 @@ comma-separated prefixes of task IDs or types.
 qwen3 model generated once into the user cache folder, with the real Qwen3
 vocabulary when a tokenizer.json is found (--tokenizer, else
 $NESY_SHARED/tokenizers/qwen3/tokenizer.json or ../shared/tokenizers/...),
-else a small synthetic one.`,
+else a small synthetic one; or "uniform": the ablation prior, zero logits
+(every token the constraint allows alike) over the tiny model's vocabulary,
+with no forward pass, which says how much a model's prior adds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if envName == "" || method == "" || model == "" || out == "" {
@@ -80,20 +82,13 @@ else a small synthetic one.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
-			path, name := model, model
-			if model == tinyModel {
-				if path, err = ensureTinyModel(cmd.ErrOrStderr(), tokenizer, seed); err != nil {
-					return err
-				}
-				name = strings.TrimSuffix(filepath.Base(path), ".gguf")
-			}
 			mopts := models.Options{Threads: threads}
 			if method == bench.MethodMCTS || method == bench.MethodCMCTS {
 				mopts.Sequences = mcts.SuggestedSequences // forks of recently evaluated nodes stay cached
 			}
-			lm, err := models.Load(ctx, path, mopts)
+			lm, name, err := loadLM(ctx, cmd.ErrOrStderr(), model, tokenizer, seed, mopts)
 			if err != nil {
-				return fmt.Errorf("bench: loading %s: %w", model, err)
+				return fmt.Errorf("bench: %w", err)
 			}
 			defer lm.Close()
 			cfg := bench.Config{
@@ -123,12 +118,12 @@ else a small synthetic one.`,
 	f.StringVar(&suite, "suite", "all", "tasks: all, types, or comma-separated prefixes of task IDs or types")
 	f.StringVar(&method, "method", "", "method: "+strings.Join(bench.Methods, ", "))
 	f.StringVar(&mode, "mode", bench.ModeTwoPhase, "mode: two-phase or true-state")
-	f.StringVar(&model, "model", "", `GGUF path, Ollama model name, or "tiny" (generated random-weight qwen3)`)
+	f.StringVar(&model, "model", "", `GGUF path, Ollama model name, "tiny" (generated random-weight qwen3) or "uniform" (zero logits: every allowed token alike)`)
 	f.StringVar(&out, "out", "", "output folder (resumed when it holds the same run)")
 	f.StringVar(&shard, "shard", "", "run shard i/n of the tasks (0 <= i < n)")
 	f.StringVar(&datasets, "datasets", "", "datasets folder (default $NESY_SHARED/datasets, else ../shared/datasets)")
 	f.StringVar(&heuristic, "heuristic", "", "search leaf heuristic (ff, lmcut, goalcount, mix(...); default ff)")
-	f.StringVar(&tokenizer, "tokenizer", "", "tokenizer.json for --model tiny")
+	f.StringVar(&tokenizer, "tokenizer", "", "tokenizer.json for --model tiny or uniform")
 	f.Float64Var(&seconds, "seconds", bench.DefaultSeconds, "planning budget per task in seconds")
 	f.IntVar(&limit, "limit", 0, "run only the first N tasks of the suite (before sharding)")
 	f.IntVar(&simulations, "simulations", 0, "bound each search to N simulations (0: time only)")

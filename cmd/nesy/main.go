@@ -61,6 +61,7 @@ func newRootCmd() *cobra.Command {
 		newValidateCmd(),
 		newSolveCmd(),
 		newPlanCmd(),
+		newTrainCmd(),
 		newMkmodelCmd(),
 		newServeCmd(),
 		newBenchCmd(),

@@ -95,7 +95,9 @@ three running package planner.
 --model takes a GGUF file, the name of a model pulled into the local Ollama
 store (e.g. qwen3:4b), or "tiny": a random-weight qwen3 model generated once
 into the user cache folder (with the real Qwen3 vocabulary when
-../shared/tokenizers is found), which needs no download.
+../shared/tokenizers is found), which needs no download, or "uniform": zero
+logits over the tiny model's vocabulary (every token the constraint allows
+alike; no forward pass), the ablation that says how much a model's prior adds.
 
 --problem may be an ALFWorld game.tw-pddl file; without
 --domain its embedded domain, TextWorld's command forms and object names, and
@@ -118,7 +120,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
 	fl.StringVar(&f.problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
-	fl.StringVar(&f.model, "model", "", `GGUF file, Ollama model name, or "tiny" (a generated random-weight qwen3, cached)`)
+	fl.StringVar(&f.model, "model", "", `GGUF file, Ollama model name, "tiny" (a generated random-weight qwen3, cached) or "uniform" (zero logits: every allowed token alike)`)
 	fl.StringVar(&f.method, "method", string(planner.DefaultMethod), planner.Names(planner.Methods()))
 	fl.StringVar(&f.lexicon, "lexicon", "", "lexicon JSON file (action and object text)")
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
@@ -187,13 +189,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	method, _ := planner.ParseMethod(f.method, false) // checked above
 	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, Logger: logger,
 		Sequences: planner.SuggestedSequences(method)}
-	path := f.model
-	if path == tinyModel {
-		if path, err = ensureTinyModel(errw, "", f.seed); err != nil {
-			return inputError(err)
-		}
-	}
-	lm, err := models.Load(ctx, path, mopts)
+	lm, _, err := loadLM(ctx, errw, f.model, "", f.seed, mopts)
 	if err != nil {
 		return inputError(fmt.Errorf("loading the model: %w", err))
 	}

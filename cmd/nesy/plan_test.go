@@ -64,6 +64,7 @@ func TestPlanCLI(t *testing.T) {
 		t.Fatal("no ALFWorld games")
 	}
 	common := []string{"--model", model, "--threads", "1", "--json"}
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache")) // where --model uniform writes its tiny model
 	tests := []struct {
 		name        string
 		args        []string
@@ -81,6 +82,11 @@ func TestPlanCLI(t *testing.T) {
 		{"missing problem", []string{"--method", "cgreedy"}, 2, false, false, false},
 		{"unknown method", []string{"--method", "beam", "--domain", oneD, "--problem", oneP}, 2, false, false, false},
 		{"bad end policy", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--end", "never"}, 2, false, false, false},
+		// The uniform prior (zero logits) over the tiny model's vocabulary,
+		// written into the test's cache folder: the search alone solves the
+		// first ALFWorld game.
+		{"uniform cgreedy ends only at the goal", []string{"--model", "uniform", "--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--end", "goal"}, 0, true, false, true},
+		{"uniform cmcts alfworld", []string{"--model", "uniform", "--method", "cmcts", "--problem", games[0], "--simulations", "2000"}, 0, true, false, true},
 		{"missing model file", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--model", filepath.Join(dir, "none.gguf")}, 2, false, false, false},
 	}
 	for _, tc := range tests {

@@ -85,6 +85,13 @@ type Spec struct {
 	// TiedOutput reuses the token embedding as the output projection
 	// instead of writing a separate output.weight.
 	TiedOutput bool
+	// Weights gives tensors their values by name (GGUF order: a matrix of
+	// shape [in, out] is out rows of in values); tensors not named are
+	// random. Each must hold exactly as many values as its shape.
+	Weights map[string][]float32
+	// Meta are further string metadata, written under their keys as given
+	// (e.g. "general.nesy.prompt").
+	Meta map[string]string
 	// WeightScale multiplies the default weight spread (1/sqrt(fan-in));
 	// 0 means 1. The output projection is additionally scaled so logits
 	// have a standard deviation of a few units.
@@ -250,6 +257,21 @@ func (s Spec) normalize() (Spec, error) {
 	if err := s.Tokenizer.validate(); err != nil {
 		return s, err
 	}
+	if len(s.Weights) > 0 {
+		known := map[string]int{}
+		for _, t := range s.tensors() {
+			known[t.name] = product(t.shape)
+		}
+		for name, v := range s.Weights {
+			n, ok := known[name]
+			switch {
+			case !ok:
+				return s, fmt.Errorf("gguf: weights for %q, which the %s model has no tensor of", name, s.Arch)
+			case len(v) != n:
+				return s, fmt.Errorf("gguf: tensor %q holds %d values, given %d", name, n, len(v))
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -406,5 +428,8 @@ func (s Spec) kv() map[string]any {
 	kv["general.file_type"] = uint32(ggmlType(s.DType)) // LLAMA_FTYPE_ALL_F32 = 0, MOSTLY_F16 = 1
 	kv["general.alignment"] = uint32(alignment)
 	s.Tokenizer.addKV(kv)
+	for k, v := range s.Meta {
+		kv[k] = v
+	}
 	return kv
 }

@@ -286,6 +286,24 @@ func SyntheticSPM(size int) (*Tokenizer, error) {
 // ChatML template that has Qwen 3's thinking switch. size > 0 pads the
 // vocabulary with unused tokens to exactly size tokens.
 func SyntheticBPE(size int) (*Tokenizer, error) {
+	t := TrainBPE(strings.Split(corpus, "\n"), 600, "\n")
+	if err := pad(t, size, func(string) (string, int32, float32) {
+		return "[PAD" + strconv.Itoa(len(t.Tokens)) + "]", TypeUnused, 0
+	}, seenTokens(t)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// TrainBPE learns a byte-level BPE vocabulary from texts: the 256 byte
+// symbols, up to merges merges (fewer when every pre-tokenized word of the
+// texts is one token), and Qwen's chat tokens (<|endoftext|>,
+// <|im_start|>, <|im_end|>, <think>, </think>), with the qwen2
+// pre-tokenizer and a ChatML template that has Qwen 3's thinking switch.
+// Each text is pre-tokenized with suffix appended (e.g. "\n" for lines).
+// Ties go to the lexically smallest pair: the same texts give the same
+// vocabulary.
+func TrainBPE(texts []string, merges int, suffix string) *Tokenizer {
 	t := &Tokenizer{Model: ModelBPE, Pre: Qwen2Pre, PAD: -1, EOT: -1, ChatTemplate: ChatMLTemplate}
 	add := func(s string, typ int32) {
 		t.Tokens = append(t.Tokens, s)
@@ -297,8 +315,8 @@ func SyntheticBPE(size int) (*Tokenizer, error) {
 	re := regexp2.MustCompile(Pretokenizer(Qwen2Pre), regexp2.RE2)
 	sym := ByteToSymbol()
 	words := map[string]int{}
-	for line := range strings.SplitSeq(corpus, "\n") {
-		for m, _ := re.FindStringMatch(line + "\n"); m != nil; m, _ = re.FindNextMatch(m) {
+	for _, text := range texts {
+		for m, _ := re.FindStringMatch(text + suffix); m != nil; m, _ = re.FindNextMatch(m) {
 			var sb strings.Builder
 			for _, b := range []byte(m.String()) {
 				sb.WriteRune(sym[b])
@@ -306,11 +324,8 @@ func SyntheticBPE(size int) (*Tokenizer, error) {
 			words[sb.String()]++
 		}
 	}
-	seen := map[string]bool{}
-	for _, tok := range t.Tokens {
-		seen[tok] = true
-	}
-	for _, m := range trainMerges(words, 600) {
+	seen := seenTokens(t)
+	for _, m := range trainMerges(words, merges) {
 		t.Merges = append(t.Merges, m[0]+" "+m[1])
 		if p := m[0] + m[1]; !seen[p] {
 			seen[p] = true
@@ -330,12 +345,16 @@ func SyntheticBPE(size int) (*Tokenizer, error) {
 	}
 	t.BOS, t.EOS, t.PAD = first, first+2, first
 	t.Stop = []int32{first}
-	if err := pad(t, size, func(string) (string, int32, float32) {
-		return "[PAD" + strconv.Itoa(len(t.Tokens)) + "]", TypeUnused, 0
-	}, seen); err != nil {
-		return nil, err
+	return t
+}
+
+// seenTokens returns the set of t's token spellings.
+func seenTokens(t *Tokenizer) map[string]bool {
+	seen := make(map[string]bool, len(t.Tokens))
+	for _, tok := range t.Tokens {
+		seen[tok] = true
 	}
-	return t, nil
+	return seen
 }
 
 // pad grows t to size tokens with entries from next, fed unique

@@ -24,6 +24,10 @@ func (s Spec) tensors() []tensor {
 	wt := s.DType
 	var ts []tensor
 	add := func(name string, kind DType, std float64, mean float32, shape ...int) {
+		if v, ok := s.Weights[name]; ok {
+			ts = append(ts, tensor{name: name, kind: kind, shape: shape, data: &valueTensor{kind: kind, v: v}})
+			return
+		}
 		ts = append(ts, tensor{name: name, kind: kind, shape: shape,
 			data: &randomTensor{seed: s.Seed, name: name, kind: kind, std: std, mean: mean, n: product(shape)}})
 	}
@@ -190,6 +194,29 @@ func (r *randomTensor) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(buf)
 	total += int64(n)
 	return total, err
+}
+
+// valueTensor writes given values.
+type valueTensor struct {
+	kind DType
+	v    []float32
+}
+
+func (t *valueTensor) WriteTo(w io.Writer) (int64, error) {
+	size := 4
+	if t.kind == F16 {
+		size = 2
+	}
+	buf := make([]byte, 0, size*len(t.v))
+	for _, v := range t.v {
+		if size == 4 {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		} else {
+			buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(v))
+		}
+	}
+	n, err := w.Write(buf)
+	return int64(n), err
 }
 
 // f32ToF16 converts to IEEE half precision, rounding to nearest even.

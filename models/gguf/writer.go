@@ -39,7 +39,7 @@ type tensor struct {
 	name  string
 	kind  DType
 	shape []int
-	data  *randomTensor
+	data  io.WriterTo
 }
 
 func (t tensor) size() int64 {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/nesy-dev/nesy/train"
+)
+
+func newTrainCmd() *cobra.Command {
+	var (
+		o                       train.RunOptions
+		datasets                string
+		layers, dim, heads, ffn int
+		steps, batch, evalEvery int
+		lr                      float64
+		resume, quiet           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "train --out DIR [--steps N] [--seed N] [--resume] [--layers N --dim N --heads N --ffn N]",
+		Short: "Train nesy's planning prior on reference-planner demonstrations",
+		Long: `train makes demonstrations with the reference planner (GBFS over h_FF with
+preferred operators, as nesy solve) on ALFWorld's valid_train games only
+(never valid_unseen, which is for evaluation), learns a byte-level BPE
+vocabulary from their prompts and plans, and trains a small decoder-only
+llama transformer with gorgonia on the plan tokens (the prompt is the
+decoder's compact prompt, rendered with the model's own chat template, so
+the prior is trained on the prompt nesy plan, bench and serve give it; the
+GGUF's general.nesy.prompt selects it).
+
+It writes DIR/prior.gguf (loadable by --model DIR/prior.gguf), DIR/train.svg
+(training and held-out loss per plan token) and DIR/checkpoint.gob, written
+at every held-out evaluation; --resume continues from it. The same flags and
+seed give the same model.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Out == "" {
+				return errors.New("train: --out is required")
+			}
+			ds, err := datasetsDir(datasets)
+			if err != nil {
+				return err
+			}
+			o.ALFWorld = filepath.Join(ds, "alfworld", "valid_train")
+			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn}
+			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume}
+			errw := cmd.ErrOrStderr()
+			o.Log = func(format string, a ...any) { fmt.Fprintf(errw, "nesy train: "+format+"\n", a...) }
+			bar := newTrainBar(errw, steps, quiet)
+			o.Train.Progress = bar.update
+			start := time.Now()
+			res, err := train.Run(cmd.Context(), o)
+			bar.finish()
+			if err != nil && cmd.Context().Err() != nil {
+				fmt.Fprintf(errw, "nesy train: interrupted; the same command with --resume continues from %s\n",
+					filepath.Join(o.Out, train.CheckpointFile))
+				return exitError{130}
+			}
+			if err != nil {
+				return err
+			}
+			final := res.HeldOut[len(res.HeldOut)-1]
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s: held-out loss %.3f at step %d (%d examples longer than the graph left out) in %s\n",
+				filepath.Join(o.Out, train.ModelFile), filepath.Join(o.Out, train.PlotFile), final.Loss, final.Step, res.Skipped,
+				time.Since(start).Round(time.Second))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", "", "output folder (required)")
+	f.StringVar(&datasets, "datasets", "", "datasets folder (default $NESY_SHARED/datasets, else ../shared/datasets)")
+	f.IntVar(&o.Limit, "limit", 0, "use the first N training games only (0: all 200)")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
+	f.IntVar(&steps, "steps", 400, "optimiser steps")
+	f.IntVar(&batch, "batch", 4, "demonstrations per step")
+	f.Float64Var(&lr, "lr", 3e-3, "peak learning rate (Adam, warm-up then cosine decay)")
+	f.IntVar(&evalEvery, "eval-every", 0, "steps between held-out evaluations and checkpoints (0: steps/10)")
+	f.BoolVar(&resume, "resume", false, "continue from DIR/checkpoint.gob")
+	f.IntVar(&layers, "layers", 2, "transformer blocks")
+	f.IntVar(&dim, "dim", 128, "hidden size")
+	f.IntVar(&heads, "heads", 4, "attention heads")
+	f.IntVar(&ffn, "ffn", 256, "feed-forward size")
+	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
+	f.BoolVar(&quiet, "quiet", false, "no progress bar")
+	return cmd
+}
+
+// trainBar shows the steps with the loss and an ETA.
+type trainBar struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	quiet bool
+	tty   bool
+}
+
+func newTrainBar(w io.Writer, steps int, quiet bool) *trainBar {
+	b := &trainBar{w: w, quiet: quiet}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		b.tty = true
+	}
+	if !quiet {
+		b.bar = progressbar.NewOptions(steps,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("train"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(500*time.Millisecond),
+			progressbar.OptionShowElapsedTimeOnFinish(),
+		)
+	}
+	return b
+}
+
+func (b *trainBar) update(p train.Progress) {
+	if b.quiet {
+		return
+	}
+	desc := fmt.Sprintf("train loss %.3f held-out %.3f", p.Loss, p.HeldOut)
+	if !b.tty && (p.Step%10 == 0 || p.Step == p.Steps) {
+		// Logs get a line every ten steps; the bar below renders too.
+		fmt.Fprintf(b.w, "\nnesy train: step %d/%d: %s\n", p.Step, p.Steps, desc)
+	}
+	b.bar.Describe(desc)
+	b.bar.Set(p.Step)
+}
+
+func (b *trainBar) finish() {
+	if b.bar != nil {
+		b.bar.Finish()
+		fmt.Fprintln(b.w)
+	}
+}

@@ -1,0 +1,44 @@
+package train
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkTrainSequence: one forward and backward pass of the training
+// graph over one sequence (the unit of a training step's work), for the
+// shipped shape (64 wide) and a wider one, at a typical compact-prompt
+// length. Reports positions/s.
+func BenchmarkTrainSequence(b *testing.B) {
+	for _, tc := range []struct {
+		dim, heads, ffn, seq int
+	}{{64, 2, 192, 384}, {128, 4, 256, 384}} {
+		b.Run(fmt.Sprintf("dim=%d/seq=%d", tc.dim, tc.seq), func(b *testing.B) {
+			p, err := NewParams(Config{Vocab: 680, Dim: tc.dim, Layers: 2, Heads: tc.heads, FFN: tc.ffn}, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ex := Example{ID: "bench", Tokens: make([]int32, tc.seq), PlanStart: tc.seq - 48}
+			for i := range ex.Tokens {
+				ex.Tokens[i] = int32(i % 680)
+			}
+			r, err := newRunner(p, tc.seq, 48)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.close()
+			grads := make([][]float32, len(p.List))
+			for i, q := range p.List {
+				grads[i] = make([]float32, len(q.Data))
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				r.sync()
+				if _, _, err := r.run(ex, 1, grads); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(tc.seq)*float64(b.N)/b.Elapsed().Seconds(), "positions/s")
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// RunOptions configure Run, the whole of nesy train.
+type RunOptions struct {
+	// ALFWorld is the training split of ALFWorld games
+	// (datasets/alfworld/valid_train); evaluation splits are refused.
+	ALFWorld string
+	// Limit bounds the games (0: all).
+	Limit int
+	// Out is the folder written: prior.gguf, train.svg, checkpoint.gob.
+	Out string
+	// Model is the shape (Vocab is set from the tokenizer).
+	Model Config
+	// Merges bounds the tokenizer's BPE merges.
+	Merges int
+	// Seed seeds the weights and the data order.
+	Seed uint64
+	// HeldOut is the share of games held out for the held-out loss
+	// (0: 0.1).
+	HeldOut float64
+	// Train are the optimiser's options (Seq, Checkpoint and Progress are
+	// filled in when zero).
+	Train Options
+	// Log receives one-line reports of the stages (nil: none).
+	Log func(format string, args ...any)
+}
+
+// Files Run writes in RunOptions.Out.
+const (
+	ModelFile      = "prior.gguf"
+	PlotFile       = "train.svg"
+	CheckpointFile = "checkpoint.gob"
+)
+
+// Run makes the demonstrations, learns the tokenizer, trains the prior and
+// writes it as a GGUF (with the compact prompt selected in its metadata)
+// and the loss curves as an SVG. It returns the training result.
+func Run(ctx context.Context, o RunOptions) (*Result, error) {
+	logf := o.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	start := time.Now()
+	prompt := decoder.PromptOptions{Compact: true}
+	demos, unsolved, err := ALFWorldDemos(ctx, o.ALFWorld, DemoOptions{Prompt: prompt, Limit: o.Limit})
+	if err != nil {
+		return nil, err
+	}
+	if len(demos) < 2 {
+		return nil, fmt.Errorf("train: %d demonstrations: too few to train and hold out", len(demos))
+	}
+	logf("demonstrations: %d games solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
+	if o.Merges <= 0 {
+		o.Merges = 2000
+	}
+	tok := NewTokenizer(demos, o.Merges)
+	cfg := o.Model
+	cfg.Vocab = len(tok.Tokens)
+	p, err := NewParams(cfg, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	logf("model: %d tokens, %d parameters (%d layers, %d wide, %d heads, FFN %d)", cfg.Vocab, p.Count(), cfg.Layers, cfg.Dim, cfg.Heads, cfg.FFN)
+	path := filepath.Join(o.Out, ModelFile)
+	// The initial model tokenizes and renders the demonstrations as the
+	// engine will the trained one's prompts.
+	if err := writeGGUF(p, tok, path); err != nil {
+		return nil, err
+	}
+	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	if err != nil {
+		return nil, fmt.Errorf("train: loading the initial model: %w", err)
+	}
+	examples, err := Tokenize(lm, demos)
+	lm.Close()
+	if err != nil {
+		return nil, err
+	}
+	share := o.HeldOut
+	if share <= 0 {
+		share = 0.1
+	}
+	// Every k-th game is held out (the games are sorted by task type, so
+	// each type is in both parts).
+	k := min(max(2, int(math.Round(1/share))), len(examples)) // at least one held out
+	var tr, held []Example
+	longest := 0
+	for i, x := range examples {
+		longest = max(longest, len(x.Tokens))
+		if i%k == k-1 {
+			held = append(held, x)
+		} else {
+			tr = append(tr, x)
+		}
+	}
+	to := o.Train
+	if to.Seq == 0 {
+		to.Seq = longest
+	}
+	if to.Checkpoint == "" {
+		to.Checkpoint = filepath.Join(o.Out, CheckpointFile)
+	}
+	logf("examples: %d training, %d held out; longest %d tokens", len(tr), len(held), longest)
+	res, err := Train(ctx, p, tr, held, to)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeGGUF(p, tok, path); err != nil {
+		return nil, err
+	}
+	if err := Plot(res, filepath.Join(o.Out, PlotFile)); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// writeGGUF writes p with tok to path, marked as trained on the compact
+// prompt; the context holds four times the longest training example.
+func writeGGUF(p *Params, tok *gguf.Tokenizer, path string) error {
+	spec, err := p.Spec(tok, "nesy-prior")
+	if err != nil {
+		return err
+	}
+	spec.Meta = map[string]string{models.PromptKey: decoder.PromptCompact}
+	if err := gguf.Write(path, spec); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	return nil
+}
+
+// Plot writes the training loss (a moving mean over ten steps) and the
+// held-out loss against the step as an SVG.
+func Plot(res *Result, path string) error {
+	pl := plot.New()
+	pl.Title.Text = "nesy train: loss per plan token"
+	pl.X.Label.Text = "step"
+	pl.Y.Label.Text = "cross-entropy (nats)"
+	line := func(name string, pts []Point, window int) error {
+		if len(pts) == 0 {
+			return nil
+		}
+		var xy plotter.XYs
+		sum := 0.0
+		for i, p := range pts {
+			sum += p.Loss
+			if i >= window {
+				sum -= pts[i-window].Loss
+			}
+			if y := sum / float64(min(i+1, window)); !math.IsNaN(y) && !math.IsInf(y, 0) {
+				xy = append(xy, plotter.XY{X: float64(p.Step), Y: y})
+			}
+		}
+		if len(xy) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		if name == "held out" {
+			l.Color = plotter.DefaultLineStyle.Color
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		pl.Add(l)
+		pl.Legend.Add(name, l)
+		return nil
+	}
+	if err := line("training (mean of 10 steps)", res.Train, 10); err != nil {
+		return fmt.Errorf("train: plot: %w", err)
+	}
+	if err := line("held out", res.HeldOut, 1); err != nil {
+		return fmt.Errorf("train: plot: %w", err)
+	}
+	if err := pl.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("train: plot: %w", err)
+	}
+	return nil
+}

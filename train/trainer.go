@@ -1,0 +1,423 @@
+package train
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Options configure Train.
+type Options struct {
+	Steps     int     // optimiser steps
+	Batch     int     // sequences per step (gradients summed)
+	LR        float64 // peak learning rate (Adam); 0: 3e-3
+	Warmup    int     // steps of linear warm-up; 0: Steps/20
+	Seed      uint64  // data order (the weights' seed is NewParams')
+	EvalEvery int     // steps between held-out evaluations; 0: Steps/10
+	// Seq is the positions of the training graph: longer examples are
+	// left out (counted in Result.Skipped).
+	Seq int
+	// Checkpoint is a file written every EvalEvery steps and at the end;
+	// with Resume, training continues from it. "" writes none.
+	Checkpoint string
+	Resume     bool
+	// Progress is called after every step (nil: none).
+	Progress func(Progress)
+}
+
+// Progress is the state of a running Train.
+type Progress struct {
+	Step, Steps int
+	Loss        float64 // the step's mean loss per plan token
+	HeldOut     float64 // the last held-out loss (NaN before the first)
+}
+
+// Point is one point of a loss curve.
+type Point struct {
+	Step int
+	Loss float64
+}
+
+// Result is what Train did.
+type Result struct {
+	Train, HeldOut []Point
+	Skipped        int // examples longer than Options.Seq
+}
+
+// checkpoint is the state Train resumes from.
+type checkpoint struct {
+	Config  Config
+	Names   []string
+	Data    [][]float32
+	M, V    [][]float32
+	Step    int
+	Train   []Point
+	HeldOut []Point
+}
+
+// adam is the optimiser's state, one moment pair per parameter.
+type adam struct {
+	m, v [][]float32
+	t    int
+}
+
+func newAdam(p *Params) *adam {
+	a := &adam{}
+	for _, q := range p.List {
+		a.m = append(a.m, make([]float32, len(q.Data)))
+		a.v = append(a.v, make([]float32, len(q.Data)))
+	}
+	return a
+}
+
+// step applies one Adam update with gradient grads (same order as p.List).
+func (a *adam) step(p *Params, grads [][]float32, lr float64) {
+	const b1, b2, e = 0.9, 0.95, 1e-8
+	a.t++
+	c1 := 1 - math.Pow(b1, float64(a.t))
+	c2 := 1 - math.Pow(b2, float64(a.t))
+	for i, q := range p.List {
+		m, v, g := a.m[i], a.v[i], grads[i]
+		for j := range q.Data {
+			gj := float64(g[j])
+			mj := b1*float64(m[j]) + (1-b1)*gj
+			vj := b2*float64(v[j]) + (1-b2)*gj*gj
+			m[j], v[j] = float32(mj), float32(vj)
+			q.Data[j] -= float32(lr * (mj / c1) / (math.Sqrt(vj/c2) + e))
+		}
+	}
+}
+
+// bucket rounds the training graphs' positions up to a multiple of it.
+const bucket = 128
+
+// runner evaluates the training graph on one example at a time.
+type runner struct {
+	p      *Params
+	gr     *graph
+	vm     G.VM
+	rows   int
+	x, sel []float32
+	target []float32
+	gx     *G.Node            // the loss's gradient with respect to x
+	grad   map[*Param]*G.Node // and to each parameter
+}
+
+func newRunner(p *Params, seq, rows int) (*runner, error) {
+	gr, err := newGraph(p, seq, rows, true)
+	if err != nil {
+		return nil, err
+	}
+	wrt := append([]*G.Node{gr.x}, gr.params...)
+	gs, err := G.Grad(gr.loss, wrt...)
+	if err != nil {
+		return nil, fmt.Errorf("train: gradients: %w", err)
+	}
+	r := &runner{p: p, gr: gr, rows: rows, vm: G.NewTapeMachine(gr.g),
+		sel: make([]float32, rows*seq), target: make([]float32, rows*p.Config.Vocab),
+		gx: gs[0], grad: map[*Param]*G.Node{}}
+	for i, n := range gr.params {
+		for q, m := range gr.byParam {
+			if m == n {
+				r.grad[q] = gs[i+1]
+			}
+		}
+	}
+	return r, nil
+}
+
+func (r *runner) close() { r.vm.Close() }
+
+// sync copies the parameters' current values into the graph.
+func (r *runner) sync() {
+	for q, n := range r.gr.byParam {
+		copy(n.Value().Data().([]float32), q.Data)
+	}
+}
+
+// run computes the loss of ex (its plan tokens weighted by w each) and,
+// when grads is not nil, adds the gradients to it. It returns the summed
+// loss and the number of plan tokens.
+func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, error) {
+	c := r.p.Config
+	seq := r.gr.seq
+	if len(ex.Tokens) > seq {
+		return 0, 0, fmt.Errorf("train: %s has %d tokens, the graph %d", ex.ID, len(ex.Tokens), seq)
+	}
+	clear(r.sel)
+	clear(r.target)
+	n := 0
+	// Position i predicts token i+1: rows for the plan's tokens.
+	for i := ex.PlanStart - 1; i+1 < len(ex.Tokens) && n < r.rows; i++ {
+		r.sel[n*seq+i] = 1
+		r.target[n*c.Vocab+int(ex.Tokens[i+1])] = w
+		n++
+	}
+	x := gather(r.p, ex.Tokens, seq)
+	for _, in := range []struct {
+		node *G.Node
+		data []float32
+		rows int
+		cols int
+	}{{r.gr.x, x, seq, c.Dim}, {r.gr.sel, r.sel, r.rows, seq}, {r.gr.target, r.target, r.rows, c.Vocab}} {
+		if err := G.Let(in.node, tensor.New(tensor.WithShape(in.rows, in.cols), tensor.WithBacking(in.data))); err != nil {
+			return 0, 0, fmt.Errorf("train: %w", err)
+		}
+	}
+	defer r.vm.Reset()
+	if err := r.vm.RunAll(); err != nil {
+		return 0, 0, fmt.Errorf("train: %s: %w", ex.ID, err)
+	}
+	loss := float64(r.gr.loss.Value().Data().(float32))
+	if grads == nil {
+		return loss, n, nil
+	}
+	for i, q := range r.p.List {
+		gn, ok := r.grad[q]
+		if !ok {
+			continue // the embedding: its gradient is gathered from x's below
+		}
+		for j, v := range gn.Value().Data().([]float32) {
+			grads[i][j] += v
+		}
+	}
+	emb := grads[0] // the embedding is the first parameter
+	gd := r.gx.Value().Data().([]float32)
+	for i, t := range ex.Tokens {
+		row := emb[int(t)*c.Dim : (int(t)+1)*c.Dim]
+		for j := range row {
+			row[j] += gd[i*c.Dim+j]
+		}
+	}
+	return loss, n, nil
+}
+
+// Train trains p on train (held out: held) and returns the loss curves.
+// The same parameters, examples and options give the same weights. When
+// ctx is cancelled it stops after the running step, writes the checkpoint
+// (so --resume continues from there) and returns ctx's error.
+func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*Result, error) {
+	if o.Steps <= 0 || o.Batch <= 0 || o.Seq <= 0 {
+		return nil, fmt.Errorf("train: steps %d, batch %d and sequence length %d must be positive", o.Steps, o.Batch, o.Seq)
+	}
+	if p.List[0].Name != embedName() {
+		return nil, errors.New("train: the embedding must be the first parameter")
+	}
+	if o.LR == 0 {
+		o.LR = 3e-3
+	}
+	if o.Warmup == 0 {
+		o.Warmup = max(1, o.Steps/20)
+	}
+	if o.EvalEvery == 0 {
+		o.EvalEvery = max(1, o.Steps/10)
+	}
+	res := &Result{}
+	fit := func(xs []Example) []Example {
+		var out []Example
+		for _, x := range xs {
+			if len(x.Tokens) <= o.Seq && x.PlanStart > 0 && x.PlanStart < len(x.Tokens) {
+				out = append(out, x)
+			} else {
+				res.Skipped++
+			}
+		}
+		return out
+	}
+	train, held = fit(train), fit(held)
+	if len(train) == 0 {
+		return nil, fmt.Errorf("train: no example fits %d positions", o.Seq)
+	}
+	rows := 0
+	for _, x := range append(append([]Example(nil), train...), held...) {
+		rows = max(rows, len(x.Tokens)-x.PlanStart)
+	}
+	opt := newAdam(p)
+	start := 0
+	if o.Resume && o.Checkpoint != "" {
+		ck, err := readCheckpoint(o.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		if err := ck.restore(p, opt); err != nil {
+			return nil, err
+		}
+		start, res.Train, res.HeldOut = ck.Step, ck.Train, ck.HeldOut
+	}
+	// One graph per length bucket: attention costs the square of the
+	// positions, and most prompts are far shorter than the longest.
+	runners := map[int]*runner{}
+	defer func() {
+		for _, r := range runners {
+			r.close()
+		}
+	}()
+	runnerFor := func(x Example) (*runner, error) {
+		n := min(o.Seq, (len(x.Tokens)+bucket-1)/bucket*bucket)
+		if r, ok := runners[n]; ok {
+			return r, nil
+		}
+		r, err := newRunner(p, n, rows)
+		if err != nil {
+			return nil, err
+		}
+		runners[n] = r
+		return r, nil
+	}
+	run := func(x Example, w float32, grads [][]float32) (float64, int, error) {
+		r, err := runnerFor(x)
+		if err != nil {
+			return 0, 0, err
+		}
+		r.sync()
+		return r.run(x, w, grads)
+	}
+
+	heldOut := func() (float64, error) {
+		sum, n := 0.0, 0
+		for _, x := range held {
+			l, k, err := run(x, 1, nil)
+			if err != nil {
+				return 0, err
+			}
+			sum += l
+			n += k
+		}
+		if n == 0 {
+			return math.NaN(), nil
+		}
+		return sum / float64(n), nil
+	}
+	last := math.NaN()
+	if len(res.HeldOut) > 0 {
+		last = res.HeldOut[len(res.HeldOut)-1].Loss
+	}
+	grads := make([][]float32, len(p.List))
+	for i, q := range p.List {
+		grads[i] = make([]float32, len(q.Data))
+	}
+	for step := start; step < o.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			if o.Checkpoint != "" && step > start {
+				if werr := writeCheckpoint(o.Checkpoint, p, opt, step, res); werr != nil {
+					return nil, werr
+				}
+			}
+			return res, fmt.Errorf("train: stopped at step %d: %w", step, err)
+		}
+		// The batch of a step depends on the seed and the step only, so a
+		// resumed run sees the examples a straight one would.
+		batch := make([]Example, o.Batch)
+		for b := range batch {
+			k := step*o.Batch + b
+			epoch, at := k/len(train), k%len(train)
+			perm := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(train))
+			batch[b] = train[perm[at]]
+		}
+		tokens := 0
+		for _, x := range batch {
+			tokens += len(x.Tokens) - x.PlanStart
+		}
+		for _, g := range grads {
+			clear(g)
+		}
+		sum := 0.0
+		for _, x := range batch {
+			l, _, err := run(x, 1/float32(tokens), grads)
+			if err != nil {
+				return nil, err
+			}
+			sum += l
+		}
+		opt.step(p, grads, lr(o, step))
+		res.Train = append(res.Train, Point{step + 1, sum})
+		if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {
+			h, err := heldOut()
+			if err != nil {
+				return nil, err
+			}
+			last = h
+			res.HeldOut = append(res.HeldOut, Point{step + 1, last})
+			if o.Checkpoint != "" {
+				if err := writeCheckpoint(o.Checkpoint, p, opt, step+1, res); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if o.Progress != nil {
+			o.Progress(Progress{Step: step + 1, Steps: o.Steps, Loss: sum, HeldOut: last})
+		}
+	}
+	return res, nil
+}
+
+// lr is the learning rate of a step: linear warm-up, then a cosine decay
+// to a tenth.
+func lr(o Options, step int) float64 {
+	if step < o.Warmup {
+		return o.LR * float64(step+1) / float64(o.Warmup)
+	}
+	f := float64(step-o.Warmup) / float64(max(1, o.Steps-o.Warmup))
+	return o.LR * (0.1 + 0.9*0.5*(1+math.Cos(math.Pi*f)))
+}
+
+func writeCheckpoint(path string, p *Params, a *adam, step int, res *Result) error {
+	ck := checkpoint{Config: p.Config, M: a.m, V: a.v, Step: step, Train: res.Train, HeldOut: res.HeldOut}
+	for _, q := range p.List {
+		ck.Names = append(ck.Names, q.Name)
+		ck.Data = append(ck.Data, q.Data)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	if err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	if err := gob.NewEncoder(tmp).Encode(ck); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	return nil
+}
+
+func readCheckpoint(path string) (*checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("train: resuming: %w", err)
+	}
+	defer f.Close()
+	var ck checkpoint
+	if err := gob.NewDecoder(f).Decode(&ck); err != nil {
+		return nil, fmt.Errorf("train: resuming from %s: %w", path, err)
+	}
+	return &ck, nil
+}
+
+// restore loads the checkpoint's weights and optimiser state into p and a.
+func (ck *checkpoint) restore(p *Params, a *adam) error {
+	if ck.Config != p.Config || len(ck.Names) != len(p.List) || len(ck.M) != len(p.List) || len(ck.V) != len(p.List) {
+		return fmt.Errorf("train: the checkpoint is of another model (%+v)", ck.Config)
+	}
+	for i, q := range p.List {
+		if ck.Names[i] != q.Name || len(ck.Data[i]) != len(q.Data) || len(ck.M[i]) != len(q.Data) || len(ck.V[i]) != len(q.Data) {
+			return fmt.Errorf("train: the checkpoint's %s does not match the model's", ck.Names[i])
+		}
+		copy(q.Data, ck.Data[i])
+	}
+	a.m, a.v, a.t = ck.M, ck.V, ck.Step
+	return nil
+}

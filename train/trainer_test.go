@@ -1,0 +1,204 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
+)
+
+// toyExamples are sequences whose "plan" copies the token after a marker
+// in the "prompt": learnable in a few steps by a one-layer model.
+func toyExamples(vocab, n int) []Example {
+	var out []Example
+	for i := range n {
+		want := int32(3 + i%(vocab-3))
+		toks := []int32{1, 2, want, 2, 1, 0, want, want}
+		out = append(out, Example{ID: "toy" + string(rune('a'+i)), Tokens: toks, PlanStart: 6})
+	}
+	return out
+}
+
+func TestTrainDeterministicAndResumes(t *testing.T) {
+	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
+	data := toyExamples(cfg.Vocab, 8)
+	run := func(o Options) (*Params, *Result) {
+		t.Helper()
+		p, err := NewParams(cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Train(context.Background(), p, data[:6], data[6:], o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, res
+	}
+	dir := t.TempDir()
+	opts := Options{Steps: 30, Batch: 2, Seq: 16, Seed: 5, EvalEvery: 10, LR: 1e-2}
+	a, resA := run(opts)
+	b, _ := run(opts)
+	for i := range a.List {
+		if !slices.Equal(a.List[i].Data, b.List[i].Data) {
+			t.Fatalf("two runs with the same seed differ in %s", a.List[i].Name)
+		}
+	}
+	if first, last := resA.Train[0].Loss, resA.Train[len(resA.Train)-1].Loss; !(last < 0.7*first) {
+		t.Errorf("training loss %.3f -> %.3f: it did not fall by 30%%", first, last)
+	}
+	if len(resA.HeldOut) != 3 {
+		t.Errorf("%d held-out points, want 3", len(resA.HeldOut))
+	}
+
+	// A straight run keeps its checkpoint of step 20; a run resumed from
+	// it ends with the straight run's weights.
+	ck, ck20 := filepath.Join(dir, "ck.gob"), filepath.Join(dir, "ck20.gob")
+	straight := opts
+	straight.Checkpoint = ck
+	straight.Progress = func(pr Progress) {
+		if pr.Step == 20 {
+			data, err := os.ReadFile(ck)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(ck20, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s, _ := run(straight)
+	resumed := opts
+	resumed.Checkpoint, resumed.Resume = ck20, true
+	r, resR := run(resumed)
+	for i := range s.List {
+		if !slices.Equal(s.List[i].Data, r.List[i].Data) {
+			t.Fatalf("the resumed run's %s differs from the straight run's", s.List[i].Name)
+		}
+	}
+	if len(resR.Train) != 30 {
+		t.Fatalf("the resumed run has %d training points, want 30", len(resR.Train))
+	}
+
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"no steps", Options{Batch: 1, Seq: 16}},
+		{"nothing fits", Options{Steps: 1, Batch: 1, Seq: 4}},
+		{"missing checkpoint", Options{Steps: 1, Batch: 1, Seq: 16, Resume: true, Checkpoint: filepath.Join(dir, "none")}},
+	} {
+		p, _ := NewParams(cfg, 3)
+		if _, err := Train(context.Background(), p, data[:6], data[6:], tc.o); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
+
+// TestTrainCancelled: a cancelled run stops, keeps its checkpoint and
+// says why.
+func TestTrainCancelled(t *testing.T) {
+	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
+	data := toyExamples(cfg.Vocab, 8)
+	p, err := NewParams(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ck := filepath.Join(t.TempDir(), "ck.gob")
+	o := Options{Steps: 100, Batch: 1, Seq: 16, Checkpoint: ck, EvalEvery: 1000,
+		Progress: func(pr Progress) {
+			if pr.Step == 3 {
+				cancel()
+			}
+		}}
+	res, err := Train(ctx, p, data[:6], data[6:], o)
+	if !errors.Is(err, context.Canceled) || res == nil || len(res.Train) != 3 {
+		t.Fatalf("Train after cancel: %v, result %+v", err, res)
+	}
+	ckp, err := readCheckpoint(ck)
+	if err != nil || ckp.Step != 3 {
+		t.Fatalf("checkpoint after cancel: %v (%+v)", err, ckp)
+	}
+}
+
+func TestCheckTrainingSplit(t *testing.T) {
+	for _, tc := range []struct {
+		dir string
+		ok  bool
+	}{
+		{"../shared/datasets/alfworld/valid_train", true},
+		{"../shared/datasets/alfworld/valid_unseen", false},
+		{"/x/alfworld/valid_seen/", false},
+		{"datasets/planbench-blocksworld", false},
+		{"virtualhome/test", false},
+	} {
+		if err := CheckTrainingSplit(tc.dir); (err == nil) != tc.ok {
+			t.Errorf("CheckTrainingSplit(%q) = %v, want ok %v", tc.dir, err, tc.ok)
+		}
+	}
+}
+
+// TestDemosTrainOnDecoderPrompt: a demonstration's text is the planner's
+// compact prompt rendered with the model's template, then the plan as
+// the decoder writes it, and the plan reaches the goal.
+func TestDemosTrainOnDecoderPrompt(t *testing.T) {
+	ds := testenv.Datasets(t)
+	demos, unsolved, err := ALFWorldDemos(context.Background(), filepath.Join(ds, "alfworld", "valid_train"),
+		DemoOptions{Prompt: decoder.PromptOptions{Compact: true}, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(demos) != 2 || len(unsolved) != 0 {
+		t.Fatalf("%d demonstrations, unsolved %v", len(demos), unsolved)
+	}
+	if _, _, err := ALFWorldDemos(context.Background(), filepath.Join(ds, "alfworld", "valid_unseen"), DemoOptions{}); err == nil {
+		t.Fatal("demonstrations from valid_unseen")
+	}
+	tok := NewTokenizer(demos, 500)
+	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := writeGGUF(p, tok, path); err != nil {
+		t.Fatal(err)
+	}
+	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	if lm.Info().Prompt != decoder.PromptCompact {
+		t.Fatalf("the GGUF's prompt variant is %q, want %q", lm.Info().Prompt, decoder.PromptCompact)
+	}
+	ex, err := Tokenize(lm, demos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range ex {
+		prompt, err := decoder.RenderPrompt(lm, demos[i].Messages, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(x.Tokens[:x.PlanStart], prompt.Tokens) {
+			t.Fatalf("%s: the example's prompt is not the decoder's", x.ID)
+		}
+		plan, err := lm.Detokenize(x.Tokens[x.PlanStart:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan != demos[i].PlanText() || !strings.HasSuffix(plan, "\n") {
+			t.Fatalf("%s: plan text %q, want %q", x.ID, plan, demos[i].PlanText())
+		}
+		if !strings.Contains(prompt.Text, "Goal: ") || strings.Contains(prompt.Text, "Actions you can take") {
+			t.Fatalf("%s: not the compact prompt:\n%s", x.ID, prompt.Text)
+		}
+	}
+}
