@@ -124,6 +124,12 @@ type cschema struct {
 	paramSeen     map[string]int32 // parameter binding -> index in paramBindings
 	paramBindings [][]int32        // full bindings of new parameter bindings, in discovery order
 	estimate      estimate         // upper bound on the ground actions (checkEstimates)
+
+	// An axiom schema (a derived rule) has axiom set: its instances are
+	// axioms deriving head, its body is its precondition.
+	axiom bool
+	head  int32
+	body  *cond
 }
 
 // cvariant is a variant with its join plan and the bindings found.
@@ -157,6 +163,13 @@ type grounder struct {
 	predIndex map[string]int32
 	predArity []int
 	static    []bool
+	derived   []bool // predicates with rules (of the domain or compiled)
+
+	rules      []*cschema // axiom schemas
+	strata     []int      // stratum of each derived predicate
+	nNewAxioms int
+	goal       *cond // the goal, compiled by compileGoal
+	goalSlots  *slots
 
 	atoms     []gatom
 	atomIndex map[string]int32
@@ -218,9 +231,17 @@ func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits)
 	if err != nil {
 		return nil, ps.warns, err
 	}
+	if err := g.compileGoal(); err != nil {
+		return nil, ps.warns, err
+	}
+	g.compileRules()
 	if g.err != nil {
 		return nil, ps.warns, g.err
 	}
+	if err := g.stratifyRules(); err != nil {
+		return nil, ps.warns, err
+	}
+	schemas = append(schemas, g.rules...)
 	if err := g.checkEstimates(schemas); err != nil {
 		return nil, ps.warns, err
 	}
@@ -292,6 +313,13 @@ func (g *grounder) setup() error {
 	}
 	for _, a := range g.d.Actions {
 		markFluent(a.Effect)
+	}
+	g.derived = make([]bool, n)
+	for _, r := range g.d.Derived {
+		if id, ok := g.predIndex[r.Pred]; ok {
+			g.static[id] = false
+			g.derived[id] = true
+		}
 	}
 	g.atomIndex = map[string]int32{}
 	g.byPred = make([][]int32, n)
