@@ -29,11 +29,8 @@ func (c *checker) checkDerived() {
 			continue
 		}
 		for i := range r.Params {
+			// The parser made sure the head's arguments are variables.
 			v := &r.Params[i]
-			if !strings.HasPrefix(v.Name, "?") {
-				c.p.errorf(v.Pos, "the head of a :derived rule takes variables, found %s", v.Name)
-				continue
-			}
 			if len(v.Types) == 1 && v.Types[0] == "object" {
 				v.Types = pd.Params[i].Types
 			}
