@@ -3,6 +3,7 @@ package pddl
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Derived predicates (PDDL 2.2 axioms): checking and stratifying the
@@ -187,6 +188,16 @@ type axiomEval struct {
 	// with f in rec.
 	rec   [][]int32
 	watch map[int32][]int32
+	// pool holds *axiomScratch: EvalAxioms is safe for concurrent use.
+	pool sync.Pool
+}
+
+// axiomScratch is the per-evaluation state: count[a] is the number of
+// own-stratum body facts axiom a still waits for (0: not waiting).
+type axiomScratch struct {
+	count   []int32
+	waiting []int32
+	queue   []int32
 }
 
 func newAxiomEval(t *Task) *axiomEval {
@@ -210,6 +221,8 @@ func newAxiomEval(t *Task) *axiomEval {
 		}
 		ev.rec = append(ev.rec, rec)
 	}
+	n := len(t.Axioms)
+	ev.pool.New = func() any { return &axiomScratch{count: make([]int32, n)} }
 	return ev
 }
 
@@ -231,8 +244,9 @@ func (t *Task) EvalAxioms(s State) {
 	for i := range s {
 		s[i] &^= ev.derived[i]
 	}
-	var count map[int32]int
-	var queue []int32
+	sc := ev.pool.Get().(*axiomScratch)
+	defer ev.pool.Put(sc)
+	queue := sc.queue[:0]
 	for _, axs := range ev.strata {
 		for _, a := range axs {
 			ax := &t.Axioms[a]
@@ -244,12 +258,7 @@ func (t *Task) EvalAxioms(s State) {
 			if !holdsExcept(ax.Body, s, rec) {
 				continue
 			}
-			if len(rec) == 0 {
-				s.Set(ax.Head)
-				queue = append(queue, int32(ax.Head))
-				continue
-			}
-			n := 0
+			n := int32(0)
 			for _, f := range rec {
 				if !s.Has(int(f)) {
 					n++
@@ -260,32 +269,31 @@ func (t *Task) EvalAxioms(s State) {
 				queue = append(queue, int32(ax.Head))
 				continue
 			}
-			if count == nil {
-				count = map[int32]int{}
-			}
-			count[a] = n
+			sc.count[a] = n
+			sc.waiting = append(sc.waiting, a)
 		}
 		for len(queue) > 0 {
 			f := queue[len(queue)-1]
 			queue = queue[:len(queue)-1]
 			for _, a := range ev.watch[f] {
-				n, ok := count[a]
-				if !ok {
+				if sc.count[a] == 0 {
 					continue
 				}
-				if n--; n > 0 {
-					count[a] = n
+				if sc.count[a]--; sc.count[a] > 0 {
 					continue
 				}
-				delete(count, a)
 				if h := t.Axioms[a].Head; !s.Has(h) {
 					s.Set(h)
 					queue = append(queue, int32(h))
 				}
 			}
 		}
-		clear(count)
+		for _, a := range sc.waiting {
+			sc.count[a] = 0
+		}
+		sc.waiting = sc.waiting[:0]
 	}
+	sc.queue = queue
 }
 
 // holdsExcept is c.Holds(s) ignoring the positive facts in skip.

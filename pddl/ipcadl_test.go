@@ -64,3 +64,37 @@ func TestIPCADLParseAndGround(t *testing.T) {
 		})
 	}
 }
+
+// TestIPCADLParseAll parses every domain and problem file of ipc-adl (the
+// grounding of all of them is TestIPCADLParseAndGround with
+// NESY_PDDL_FULL=1). miconic-fulladl/orig-domain.pddl, the original
+// domain kept beside the fixed domain.pddl that its problems use, quantifies
+// over undeclared types (conflict_A, ...): it must be a positioned error.
+func TestIPCADLParseAll(t *testing.T) {
+	ds := testenv.Datasets(t)
+	files, _ := filepath.Glob(filepath.Join(ds, "ipc-adl/*/*.pddl"))
+	if !testenv.IsSlice() && len(files) < 700 {
+		t.Fatalf("found %d ipc-adl files, want over 700", len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := filepath.Base(f)
+		if strings.HasPrefix(b, "domain") || strings.HasPrefix(b, "orig-domain") {
+			_, _, err = ParseDomain(f, src)
+		} else {
+			_, _, err = ParseProblem(f, src)
+		}
+		if strings.HasSuffix(f, "miconic-fulladl/orig-domain.pddl") {
+			if err == nil || !strings.Contains(err.Error(), "orig-domain.pddl:51:10: unknown type conflict_a") {
+				t.Errorf("miconic orig-domain.pddl: error %v, want unknown type conflict_a at 51:10", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
