@@ -380,8 +380,13 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 	for _, f := range t.Static {
 		t.lifted.static[f.String()] = true
 	}
+	if len(t.Axioms) > 0 {
+		// Init's derived facts first: the successor index built by finish
+		// estimates from Init how likely each fact is to hold.
+		t.axioms = newAxiomEval(t)
+		t.EvalAxioms(t.Init)
+	}
 	t.finish()
-	t.EvalAxioms(t.Init)
 	return t, nil
 }
 
