@@ -207,16 +207,22 @@ func TestDerivedErrors(t *testing.T) {
 }
 
 // containerDomain is the issue's embodied example: an object can be grasped
-// unless it is inside something closed, written as a negated existential
-// whose DNF has 2^n disjuncts over n containers.
+// unless it is inside something closed, a negated existential; and the
+// room is left tidy when every item is open or held, a universal whose DNF
+// has 2^n disjuncts over n items. Grasp alone grounds in DNF (each item is
+// inside at most one reachable container: 2 disjuncts); leave's 2^n make
+// the grounder compile both into derived predicates.
 const containerDomain = `(define (domain containers) (:requirements :adl)
  (:types item)
- (:predicates (inside ?x ?o - item) (open ?o - item) (held ?x - item))
+ (:predicates (inside ?x ?o - item) (open ?o - item) (held ?x - item) (left))
  (:action open :parameters (?o - item) :precondition (not (open ?o)) :effect (open ?o))
  (:action take-out :parameters (?x ?o - item) :precondition (and (inside ?x ?o) (open ?o)) :effect (not (inside ?x ?o)))
  (:action grasp :parameters (?x - item)
    :precondition (not (exists (?o - item) (and (inside ?x ?o) (not (open ?o)))))
-   :effect (held ?x)))`
+   :effect (held ?x))
+ (:action leave :parameters ()
+   :precondition (forall (?o - item) (or (open ?o) (held ?o)))
+   :effect (left)))`
 
 // containerProblem has n items; item i is inside item i+1 for even i.
 func containerProblem(n int) string {
@@ -227,7 +233,7 @@ func containerProblem(n int) string {
 			fmt.Fprintf(&init, " (inside i%d i%d)", i, i+1)
 		}
 	}
-	return "(define (problem c) (:domain containers) (:objects" + objs.String() + " - item) (:init" + init.String() + ") (:goal (held i0)))"
+	return "(define (problem c) (:domain containers) (:objects" + objs.String() + " - item) (:init" + init.String() + ") (:goal (left)))"
 }
 
 func groundContainers(tb testing.TB, n int) *Task {
@@ -248,29 +254,64 @@ func groundContainers(tb testing.TB, n int) *Task {
 }
 
 // TestQuantifiedPrecondition1000 grounds the containers domain over 1,000
-// items: inside is fluent, so the negated existential would have 2^1000
-// disjuncts; compiled, each grasp is one ground action and each initial
-// (inside x o) gives one axiom.
+// items. Compiled: grasp ?x is one ground action (not new-axiom@0(?x),
+// new-axiom@0(?x) :- (inside ?x ?o) (not (open ?o)): one axiom per initial
+// inside, 500), leave one ground action (not new-axiom@1, new-axiom@1 :-
+// (not (open ?o)) (not (held ?o)): one axiom per item, 1,000).
 func TestQuantifiedPrecondition1000(t *testing.T) {
 	task := groundContainers(t, 1000)
-	if n := len(task.Axioms); n != 500 {
-		t.Errorf("%d axioms, want 500 (one per initial inside)", n)
+	if n := len(task.Axioms); n != 1500 {
+		t.Errorf("%d axioms, want 1500", n)
 	}
-	for _, name := range []string{"i0", "i1", "i999"} {
-		if n := len(task.LookupAction("grasp", []string{name})); n != 1 {
-			t.Errorf("grasp %s: %d ground actions, want 1", name, n)
+	for _, a := range []struct {
+		name string
+		args []string
+	}{{"grasp", []string{"i0"}}, {"grasp", []string{"i1"}}, {"grasp", []string{"i999"}}, {"leave", nil}} {
+		if n := len(task.LookupAction(a.name, a.args)); n != 1 {
+			t.Errorf("%s %v: %d ground actions, want 1", a.name, a.args, n)
 		}
 	}
-	grasp := func(s State, x string) bool { return task.IsApplicable(s, task.LookupAction("grasp", []string{x})[0]) }
+	can := func(s State, name string, args ...string) bool {
+		return task.IsApplicable(s, task.LookupAction(name, args)[0])
+	}
 	s := task.Init
-	if grasp(s, "i0") || !grasp(s, "i1") || !grasp(s, "i999") {
-		t.Fatal("initially: i0 (inside closed i1) graspable, or i1/i999 not")
+	if can(s, "grasp", "i0") || !can(s, "grasp", "i1") || !can(s, "grasp", "i999") || can(s, "leave") {
+		t.Fatal("initially: i0 (inside closed i1) graspable, or i1/i999 not, or leave applicable")
 	}
 	s, _, err := task.Execute(s, "open", []string{"i1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !grasp(s, "i0") || grasp(s, "i2") {
+	if !can(s, "grasp", "i0") || can(s, "grasp", "i2") {
 		t.Fatal("after (open i1): i0 not graspable, or i2 (inside closed i3) graspable")
+	}
+	// Open every item but i500, which is then grasped: only then can the
+	// robot leave.
+	for i := 0; i < 1000; i++ {
+		if i == 1 || i == 500 {
+			continue
+		}
+		if s, _, err = task.Execute(s, "open", []string{fmt.Sprintf("i%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if can(s, "leave") {
+		t.Fatal("leave applicable with i500 neither open nor held")
+	}
+	if s, _, err = task.Execute(s, "grasp", []string{"i500"}); err != nil {
+		t.Fatal(err)
+	}
+	if !can(s, "leave") || !task.GoalReached(task.Apply(s, task.LookupAction("leave", nil)[0])) {
+		t.Fatal("leave not applicable, or not reaching the goal, with every item open or held")
+	}
+}
+
+// TestSparseQuantifierStaysDNF: over 12 items leave's DNF has 4,096
+// disjuncts, within the bound: the task grounds as before, without axioms
+// (grasp i0 has two ground actions, one per disjunct).
+func TestSparseQuantifierStaysDNF(t *testing.T) {
+	task := groundContainers(t, 12)
+	if len(task.Axioms) != 0 || len(task.LookupAction("grasp", []string{"i0"})) != 2 || len(task.LookupAction("leave", nil)) != 4096 {
+		t.Fatalf("%d axioms, %d grasp i0, %d leave", len(task.Axioms), len(task.LookupAction("grasp", []string{"i0"})), len(task.LookupAction("leave", nil)))
 	}
 }

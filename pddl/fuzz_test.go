@@ -84,7 +84,7 @@ func FuzzGround(f *testing.F) {
 	f.Add([]byte(bwDomain), []byte(bwProblem), []byte("(pick-up a)\n(stack a b)"))
 	f.Add([]byte(semDomain), []byte(semProblem), []byte("(toggle l1)\n(mark-all b1)\n(check-any)"))
 	f.Add([]byte(graphDomain), []byte(graphProblem), []byte("(open-door r1 r2)\n(open-door r2 r3)\n(close-door r1 r2)"))
-	f.Add([]byte(containerDomain), []byte(containerProblem(5)), []byte("(open i1)\n(grasp i0)"))
+	f.Add([]byte(containerDomain), []byte(containerProblem(5)), []byte("(open i1)\n(grasp i0)\n(open i0)\n(open i2)\n(grasp i3)\n(open i4)\n(leave)"))
 	f.Fuzz(func(t *testing.T, dsrc, psrc, plan []byte) {
 		d, _, err := ParseDomain("d.pddl", dsrc)
 		if err != nil {

@@ -165,11 +165,17 @@ type grounder struct {
 	static    []bool
 	derived   []bool // predicates with rules (of the domain or compiled)
 
-	rules      []*cschema // axiom schemas
-	strata     []int      // stratum of each derived predicate
-	nNewAxioms int
-	goal       *cond // the goal, compiled by compileGoal
-	goalSlots  *slots
+	rules []*cschema // axiom schemas
+	// compileBound is the ground DNF size above which conditions are
+	// compiled into derived predicates (0: never); blewUp records that a
+	// condition's DNF exceeded its limit.
+	compileBound float64
+	blewUp       bool
+	dnfTrue      []gconj // see trueDNF
+	strata       []int   // stratum of each derived predicate
+	nNewAxioms   int
+	goal         *cond // the goal, compiled by compileGoal
+	goalSlots    *slots
 
 	atoms     []gatom
 	atomIndex map[string]int32
@@ -223,33 +229,15 @@ func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits)
 	if err := ps.result(); err != nil {
 		return nil, ps.warns, err
 	}
-	g := &grounder{ctx: ctx, lim: lim.withDefaults(), d: d, p: p, types: c.types}
-	if err := g.setup(); err != nil {
-		return nil, ps.warns, err
+	// Conditions are first expanded into DNF as far as they go; only when
+	// one exceeds its bound is the task grounded again with the large
+	// conditions compiled into derived predicates. Tasks that ground
+	// without axioms (every dataset but ipc-adl's) keep their ground
+	// actions exactly.
+	t, g, err := groundOnce(ctx, d, p, c.types, lim, 0)
+	if err != nil && g != nil && g.blewUp {
+		t, _, err = groundOnce(ctx, d, p, c.types, lim, axiomBound)
 	}
-	schemas, err := g.compileSchemas()
-	if err != nil {
-		return nil, ps.warns, err
-	}
-	if err := g.compileGoal(); err != nil {
-		return nil, ps.warns, err
-	}
-	g.compileRules()
-	if g.err != nil {
-		return nil, ps.warns, g.err
-	}
-	if err := g.stratifyRules(); err != nil {
-		return nil, ps.warns, err
-	}
-	schemas = append(schemas, g.rules...)
-	if err := g.checkEstimates(schemas); err != nil {
-		return nil, ps.warns, err
-	}
-	g.reach(schemas)
-	if g.err != nil {
-		return nil, ps.warns, g.err
-	}
-	t, err = g.build(schemas)
 	if err != nil {
 		return nil, ps.warns, err
 	}
@@ -257,6 +245,41 @@ func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits)
 		ps.warnf(p.Goal.Pos, "the goal is unreachable even ignoring delete effects")
 	}
 	return t, ps.warns, nil
+}
+
+// groundOnce grounds a checked task. compileBound > 0 compiles the
+// conditions whose ground DNF may exceed it into derived predicates; 0
+// expands every condition (the grounder's blewUp then tells whether one
+// exceeded its DNF bound).
+func groundOnce(ctx context.Context, d *Domain, p *Problem, types *typeTree, lim GroundLimits, compileBound float64) (*Task, *grounder, error) {
+	g := &grounder{ctx: ctx, lim: lim.withDefaults(), d: d, p: p, types: types, compileBound: compileBound}
+	if err := g.setup(); err != nil {
+		return nil, g, err
+	}
+	schemas, err := g.compileSchemas()
+	if err != nil {
+		return nil, g, err
+	}
+	if err := g.compileGoal(); err != nil {
+		return nil, g, err
+	}
+	g.compileRules()
+	if g.err != nil {
+		return nil, g, g.err
+	}
+	if err := g.stratifyRules(); err != nil {
+		return nil, g, err
+	}
+	schemas = append(schemas, g.rules...)
+	if err := g.checkEstimates(schemas); err != nil {
+		return nil, g, err
+	}
+	g.reach(schemas)
+	if g.err != nil {
+		return nil, g, g.err
+	}
+	t, err := g.build(schemas)
+	return t, g, err
 }
 
 // setup numbers objects and predicates and loads the initial atoms.

@@ -13,9 +13,11 @@ import (
 // head) so that relaxed reachability, the joins and the static folding
 // serve both; build turns their ground instances into Task.Axioms.
 //
-// A condition (precondition, effect condition, goal or rule body) whose
-// ground DNF may have more than axiomBound disjuncts is rewritten as Fast
-// Downward's translator does: a universal (forall (?v) phi) becomes the
+// When expanding every condition into DNF exceeds a bound (maxGroundDNF,
+// maxGoalDNF), the task is grounded again with every condition
+// (precondition, effect condition, goal or rule body) whose ground DNF may
+// have more than axiomBound disjuncts rewritten as Fast Downward's
+// translator does: a universal (forall (?v) phi) becomes the
 // negation of a new derived predicate N(free variables) with the rule
 // N :- (exists (?v) (not phi)); a large disjunction or existential becomes a
 // new derived predicate D(free variables) with one rule per disjunct. The
@@ -24,7 +26,8 @@ import (
 
 // axiomBound is the largest ground DNF (disjuncts per binding, an upper
 // bound from the objects of the quantified types) a condition may have
-// before its largest parts are compiled into derived predicates.
+// before its largest parts are compiled into derived predicates, once
+// expanding every condition has failed (GroundContext).
 const axiomBound = 256
 
 // newDerivedPred registers a new derived predicate of the given arity and
@@ -112,7 +115,7 @@ func (g *grounder) dnfSize(c *cond, sl *slots, lifted bool) float64 {
 // whether existentials at the top of c are bound by a join (preconditions,
 // goals and rule bodies) rather than expanded (effect conditions).
 func (g *grounder) flatten(c *cond, sl *slots, lifted bool, pos Pos) *cond {
-	if g.err != nil || g.dnfSize(c, sl, lifted) <= axiomBound {
+	if g.err != nil || g.compileBound <= 0 || g.dnfSize(c, sl, lifted) <= g.compileBound {
 		return c
 	}
 	switch c.kind {
@@ -122,7 +125,7 @@ func (g *grounder) flatten(c *cond, sl *slots, lifted bool, pos Pos) *cond {
 			subs[i] = g.flatten(s, sl, lifted, pos)
 		}
 		out := junction(cAnd, subs)
-		for out.kind == cAnd && g.dnfSize(out, sl, lifted) > axiomBound {
+		for out.kind == cAnd && g.dnfSize(out, sl, lifted) > g.compileBound {
 			best, bestSize := -1, 1.0
 			for i, s := range out.sub {
 				if n := g.dnfSize(s, sl, lifted); n > bestSize {

@@ -472,6 +472,7 @@ func (g *grounder) groundGoal() ([]gconj, error) {
 				}
 			}
 			if len(out) > maxGoalDNF {
+				g.blewUp = true
 				ferr = &Error{Pos: g.p.Goal.Pos, Msg: fmt.Sprintf("the goal has more than %d disjuncts in disjunctive normal form", maxGoalDNF)}
 			}
 		})
