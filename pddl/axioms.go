@@ -34,6 +34,8 @@ func (c *checker) checkDerived() {
 			v := &r.Params[i]
 			if len(v.Types) == 1 && v.Types[0] == "object" {
 				v.Types = pd.Params[i].Types
+			} else if !c.types.compatible(v.Types, pd.Params[i].Types) {
+				c.p.warnf(v.Pos, "derived predicate %s: %s is of type %s, declared %s", r.Pred, v.Name, typeString(v.Types), typeString(pd.Params[i].Types))
 			}
 		}
 		scope := c.checkParams(r.Params, true)

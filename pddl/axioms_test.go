@@ -192,6 +192,11 @@ func TestDerivedErrors(t *testing.T) {
 			errorAt(t, err, tc.pos, tc.want)
 		})
 	}
+	// A head variable of another type than declared is a warning.
+	_, warns, err := ParseDomain("d.pddl", []byte("(define (domain d) (:requirements :adl :derived-predicates) (:types a b) (:predicates (p ?x - a) (q ?x - a))\n (:derived (q ?x - b) (p ?x)))"))
+	if err != nil || len(warns) == 0 || !strings.Contains(warns[0].String(), "d.pddl:2:15: warning: derived predicate q: ?x is of type b, declared a") {
+		t.Fatalf("warnings %v, error %v", warns, err)
+	}
 	// A derived predicate in :init is an error at grounding.
 	d, _, err := ParseDomain("d.pddl", []byte(head+" (:derived (q ?x) (p ?x)))"))
 	if err != nil {
