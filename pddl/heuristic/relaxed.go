@@ -95,9 +95,8 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 		negID[i] = -1
 	}
 	// Derived facts get no complement: a negated derived condition is
-	// relaxed to true (as Fast Downward's translator does when it
-	// over-approximates negated axioms), which keeps every value a
-	// relaxation.
+	// relaxed to true (Fast Downward's axioms=approximate_negative), which
+	// keeps every value a relaxation.
 	useNeg := func(ids []int) {
 		for _, f := range ids {
 			if negID[f] < 0 && !t.IsDerived(f) {
