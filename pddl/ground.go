@@ -205,7 +205,10 @@ func GroundWarnings(d *Domain, p *Problem) (*Task, []Warning, error) {
 // GroundContext is GroundWarnings that stops when ctx ends (returning an
 // error that wraps ctx.Err()) and refuses tasks over lim with a *LimitError
 // before allocating their ground actions. It is what a server grounding
-// untrusted PDDL calls.
+// untrusted PDDL calls. When a condition's disjunctive normal form exceeds
+// its bound, grounding starts again with the large conditions compiled into
+// derived predicates (ground_axioms.go); lim bounds each of the two
+// attempts.
 func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits) (t *Task, warns []Warning, err error) {
 	defer func() {
 		// A bug must not take the caller down: report it as an error.
