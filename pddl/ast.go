@@ -124,6 +124,20 @@ type ActionSchema struct {
 	Pos    Pos
 }
 
+// DerivedRule is a rule (:derived (Pred ?x ...) Body) of the domain (PDDL
+// 2.2 derived predicates): Pred holds of the arguments exactly when some
+// rule's Body holds of them, in the least fixpoint computed stratum by
+// stratum (negation as failure). A predicate may have several rules; no
+// action effect may change it.
+type DerivedRule struct {
+	Pred string
+	// Params are the head's variables, typed as written or, when untyped,
+	// by the predicate's declaration.
+	Params []TypedName
+	Body   *Formula
+	Pos    Pos
+}
+
 // Domain is a parsed PDDL domain.
 type Domain struct {
 	Name         string
@@ -135,6 +149,12 @@ type Domain struct {
 	Predicates []*PredicateDecl
 	Functions  []*FunctionDecl
 	Actions    []*ActionSchema
+	// Derived are the (:derived ...) rules, in source order.
+	Derived []*DerivedRule
+	// Strata maps each derived predicate to its stratum (0, 1, ...): a
+	// predicate's rules read derived predicates of lower strata under
+	// negation and of lower or equal strata otherwise.
+	Strata map[string]int
 	// HasCosts reports whether the domain uses action costs (the
 	// :action-costs requirement or an increase of total-cost).
 	HasCosts bool

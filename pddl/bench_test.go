@@ -111,3 +111,16 @@ func BenchmarkLoadFilesALFWorld(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGroundQuantified1000 parses and grounds the containers domain
+// (axioms_test.go) over 1,000 items: a universal precondition whose DNF
+// would have 2^1000 disjuncts, compiled into derived predicates after the
+// first grounding stops at 4,096 disjuncts (both groundings are timed).
+func BenchmarkGroundQuantified1000(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		task := groundContainers(b, 1000)
+		if len(task.Axioms) != 1500 {
+			b.Fatalf("%d axioms", len(task.Axioms))
+		}
+	}
+}

@@ -267,6 +267,7 @@ const (
 	featEquality    = ":equality"
 	featTyping      = ":typing"
 	featCosts       = ":action-costs"
+	featDerived     = ":derived-predicates"
 )
 
 // impliedRequirements expands composite requirements.
@@ -289,6 +290,7 @@ type checker struct {
 	warnedC  map[string]bool     // undeclared constants already warned about
 	undecl   []Term              // constants used by the domain but not declared in it
 	inEffect bool
+	derived  map[string]bool // predicates with (:derived ...) rules
 }
 
 // newChecker prepares checks of d; with domainChecks it also reports
@@ -306,6 +308,10 @@ func newChecker(d *Domain, p *parser, domainChecks bool) *checker {
 	}
 	for _, f := range d.Functions {
 		c.funcs[f.Name] = f
+	}
+	c.derived = map[string]bool{}
+	for _, r := range d.Derived {
+		c.derived[r.Pred] = true
 	}
 	for _, k := range d.Constants {
 		c.objects[k.Name] = k.Types
@@ -353,6 +359,7 @@ func (c *checker) checkDomain() {
 		seen[pd.Name] = true
 		c.checkParams(pd.Params, false)
 	}
+	c.checkDerived()
 	seen = map[string]bool{}
 	for _, a := range d.Actions {
 		if seen[a.Name] {
@@ -514,6 +521,10 @@ func (c *checker) checkEffect(e *Effect, scope map[string][]string) {
 			c.checkEffect(s, scope)
 		}
 	case EAdd, EDel:
+		if c.derived[e.Pred] {
+			c.p.errorf(e.Pos, "effect changes derived predicate %s (derived predicates hold by their :derived rules only)", e.Pred)
+			return
+		}
 		c.checkAtom(e.Pred, e.Args, e.Pos, scope)
 	case EForall:
 		c.use(featConditional, e.Pos)
@@ -582,6 +593,9 @@ func (c *checker) checkProblem(pr *Problem) {
 			terms[i] = Term{Name: s, Pos: a.Pos}
 		}
 		c.checkAtom(a.Pred, terms, a.Pos, nil)
+		if c.derived[a.Pred] {
+			c.p.errorf(a.Pos, "derived predicate %s in :init (it holds by its :derived rules only)", a.Pred)
+		}
 	}
 	for _, nf := range pr.NumericInit {
 		if _, ok := c.funcs[nf.Fn]; !ok && nf.Fn != "total-cost" {

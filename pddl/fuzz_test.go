@@ -33,7 +33,11 @@ func FuzzParseDomain(f *testing.F) {
 	f.Add([]byte(bwDomain))
 	f.Add([]byte(semDomain))
 	f.Add([]byte("(define (domain d) (:types a - (either b c)) (:predicates (p ?x, ?y - a)))"))
-	for _, b := range seedFiles(f, "alfworld/alfred.pddl", "virtualhome/virtualhome.pddl", "ipc/elevators-opt08-strips/domain.pddl") {
+	f.Add([]byte(graphDomain))
+	f.Add([]byte(containerDomain))
+	f.Add([]byte("(define (domain d) (:requirements :derived-predicates) (:predicates (p ?x) (q ?x) (r))\n (:derived (q ?x) (exists (?y) (r)))\n (:derived (r) (forall (?x) (imply (q ?x) (p ?x)))))"))
+	for _, b := range seedFiles(f, "alfworld/alfred.pddl", "virtualhome/virtualhome.pddl", "ipc/elevators-opt08-strips/domain.pddl",
+		"ipc-adl/psr-middle/domain.pddl", "ipc-adl/philosophers/domain.pddl", "ipc-adl/optical-telegraphs/domain.pddl") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
@@ -79,6 +83,8 @@ func FuzzParsePlan(f *testing.F) {
 func FuzzGround(f *testing.F) {
 	f.Add([]byte(bwDomain), []byte(bwProblem), []byte("(pick-up a)\n(stack a b)"))
 	f.Add([]byte(semDomain), []byte(semProblem), []byte("(toggle l1)\n(mark-all b1)\n(check-any)"))
+	f.Add([]byte(graphDomain), []byte(graphProblem), []byte("(open-door r1 r2)\n(open-door r2 r3)\n(close-door r1 r2)"))
+	f.Add([]byte(containerDomain), []byte(containerProblem(5)), []byte("(open i1)\n(grasp i0)\n(open i0)\n(open i2)\n(grasp i3)\n(open i4)\n(leave)"))
 	f.Fuzz(func(t *testing.T, dsrc, psrc, plan []byte) {
 		d, _, err := ParseDomain("d.pddl", dsrc)
 		if err != nil {
@@ -135,9 +141,10 @@ func checkErrorPositions(t *testing.T, err error) {
 // fixed domains, so that mutations mostly keep the domain valid and reach
 // grounding, successor generation and validation.
 func FuzzGroundProblem(f *testing.F) {
-	domains := []string{bwDomain, semDomain}
+	domains := []string{bwDomain, semDomain, graphDomain}
 	f.Add(uint8(0), []byte(bwProblem), []byte("(pick-up a)\n(stack a b)\n"))
 	f.Add(uint8(1), []byte(semProblem), []byte("(toggle l1)\n(mark-all b1)\n(check-any)\n(pair t1 t1)\n"))
+	f.Add(uint8(2), []byte(graphProblem), []byte("(open-door r1 r2)\n(open-door r2 r3)\n"))
 	f.Add(uint8(1), []byte("(define (problem g) (:domain sem) (:objects t1 t2 - thing b - box) (:init (red t1) (in t1 b) (= (weight t1) 1) (= (weight t2) 2) (= (weight b) 3)) (:goal (forall (?x - thing) (or (marked ?x) (not (red ?x))))))"), []byte("(mark-all b)"))
 	parsed := make([]*Domain, len(domains))
 	for i, src := range domains {

@@ -124,6 +124,12 @@ type cschema struct {
 	paramSeen     map[string]int32 // parameter binding -> index in paramBindings
 	paramBindings [][]int32        // full bindings of new parameter bindings, in discovery order
 	estimate      estimate         // upper bound on the ground actions (checkEstimates)
+
+	// An axiom schema (a derived rule) has axiom set: its instances are
+	// axioms deriving head, its body is its precondition.
+	axiom bool
+	head  int32
+	body  *cond
 }
 
 // cvariant is a variant with its join plan and the bindings found.
@@ -157,6 +163,19 @@ type grounder struct {
 	predIndex map[string]int32
 	predArity []int
 	static    []bool
+	derived   []bool // predicates with rules (of the domain or compiled)
+
+	rules []*cschema // axiom schemas
+	// compileBound is the ground DNF size above which conditions are
+	// compiled into derived predicates (0: never); blewUp records that a
+	// condition's DNF exceeded its limit.
+	compileBound float64
+	blewUp       bool
+	dnfTrue      []gconj // see trueDNF
+	strata       []int   // stratum of each derived predicate
+	nNewAxioms   int
+	goal         *cond // the goal, compiled by compileGoal
+	goalSlots    *slots
 
 	atoms     []gatom
 	atomIndex map[string]int32
@@ -186,7 +205,10 @@ func GroundWarnings(d *Domain, p *Problem) (*Task, []Warning, error) {
 // GroundContext is GroundWarnings that stops when ctx ends (returning an
 // error that wraps ctx.Err()) and refuses tasks over lim with a *LimitError
 // before allocating their ground actions. It is what a server grounding
-// untrusted PDDL calls.
+// untrusted PDDL calls. When a condition's disjunctive normal form exceeds
+// its bound, grounding starts again with the large conditions compiled into
+// derived predicates (ground_axioms.go); lim bounds each of the two
+// attempts.
 func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits) (t *Task, warns []Warning, err error) {
 	defer func() {
 		// A bug must not take the caller down: report it as an error.
@@ -210,25 +232,15 @@ func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits)
 	if err := ps.result(); err != nil {
 		return nil, ps.warns, err
 	}
-	g := &grounder{ctx: ctx, lim: lim.withDefaults(), d: d, p: p, types: c.types}
-	if err := g.setup(); err != nil {
-		return nil, ps.warns, err
+	// Conditions are first expanded into DNF as far as they go; only when
+	// one exceeds its bound is the task grounded again with the large
+	// conditions compiled into derived predicates. Tasks that ground
+	// without axioms (every dataset but ipc-adl's) keep their ground
+	// actions exactly.
+	t, g, err := groundOnce(ctx, d, p, c.types, lim, 0)
+	if err != nil && g != nil && g.blewUp {
+		t, _, err = groundOnce(ctx, d, p, c.types, lim, axiomBound)
 	}
-	schemas, err := g.compileSchemas()
-	if err != nil {
-		return nil, ps.warns, err
-	}
-	if g.err != nil {
-		return nil, ps.warns, g.err
-	}
-	if err := g.checkEstimates(schemas); err != nil {
-		return nil, ps.warns, err
-	}
-	g.reach(schemas)
-	if g.err != nil {
-		return nil, ps.warns, g.err
-	}
-	t, err = g.build(schemas)
 	if err != nil {
 		return nil, ps.warns, err
 	}
@@ -236,6 +248,41 @@ func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits)
 		ps.warnf(p.Goal.Pos, "the goal is unreachable even ignoring delete effects")
 	}
 	return t, ps.warns, nil
+}
+
+// groundOnce grounds a checked task. compileBound > 0 compiles the
+// conditions whose ground DNF may exceed it into derived predicates; 0
+// expands every condition (the grounder's blewUp then tells whether one
+// exceeded its DNF bound).
+func groundOnce(ctx context.Context, d *Domain, p *Problem, types *typeTree, lim GroundLimits, compileBound float64) (*Task, *grounder, error) {
+	g := &grounder{ctx: ctx, lim: lim.withDefaults(), d: d, p: p, types: types, compileBound: compileBound}
+	if err := g.setup(); err != nil {
+		return nil, g, err
+	}
+	schemas, err := g.compileSchemas()
+	if err != nil {
+		return nil, g, err
+	}
+	if err := g.compileGoal(); err != nil {
+		return nil, g, err
+	}
+	g.compileRules()
+	if g.err != nil {
+		return nil, g, g.err
+	}
+	if err := g.stratifyRules(); err != nil {
+		return nil, g, err
+	}
+	schemas = append(schemas, g.rules...)
+	if err := g.checkEstimates(schemas); err != nil {
+		return nil, g, err
+	}
+	g.reach(schemas)
+	if g.err != nil {
+		return nil, g, g.err
+	}
+	t, err := g.build(schemas)
+	return t, g, err
 }
 
 // setup numbers objects and predicates and loads the initial atoms.
@@ -292,6 +339,13 @@ func (g *grounder) setup() error {
 	}
 	for _, a := range g.d.Actions {
 		markFluent(a.Effect)
+	}
+	g.derived = make([]bool, n)
+	for _, r := range g.d.Derived {
+		if id, ok := g.predIndex[r.Pred]; ok {
+			g.static[id] = false
+			g.derived[id] = true
+		}
 	}
 	g.atomIndex = map[string]int32{}
 	g.byPred = make([][]int32, n)

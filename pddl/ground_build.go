@@ -130,6 +130,65 @@ func (g *grounder) effectsOf(s *cschema, b []int32, hasCosts bool) (*groundEffec
 	return ge, nil
 }
 
+// axInstance is a ground axiom before fact ids are assigned.
+type axInstance struct {
+	head int32
+	body gconj
+}
+
+// groundPre grounds the precondition of variant v of s under binding b into
+// a DNF: the variant's literals (static ones folded away) and its residual
+// formulas. nil means false.
+func (g *grounder) groundPre(s *cschema, v *cvariant, b []int32) ([]gconj, error) {
+	base := gconj{}
+	var buf [8]int32
+	for _, l := range v.lits {
+		if l.pred == eqPred || g.static[l.pred] {
+			continue // checked by the join and filters
+		}
+		args := g.groundArgs(l.args, b, buf[:0])
+		id := g.lookup(l.pred, args)
+		switch {
+		case id >= 0 && l.neg:
+			base.neg = append(base.neg, id)
+		case id >= 0:
+			base.pos = append(base.pos, id)
+		case !l.neg:
+			return nil, fmt.Errorf("internal error: precondition atom of %s not reached", s.a.Name)
+		}
+	}
+	if !base.normalize() {
+		return nil, nil
+	}
+	if len(v.resid) == 0 {
+		return []gconj{base}, nil
+	}
+	d, err := g.groundDNF(s.slotTypes, junction(cAnd, v.resid), slices.Clone(b), maxGroundDNF)
+	if err != nil {
+		what := "precondition"
+		if s.axiom {
+			what = "body"
+		}
+		return nil, &Error{Pos: s.a.Pos, Msg: fmt.Sprintf("%s%s: %s has %v", schemaName(s), g.argString(b[:s.nparams]), what, err)}
+	}
+	var disj []gconj
+	for _, c := range d {
+		z := gconj{pos: append(slices.Clone(base.pos), c.pos...), neg: append(slices.Clone(base.neg), c.neg...)}
+		if z.normalize() {
+			disj = append(disj, z)
+		}
+	}
+	return disj, nil
+}
+
+// schemaName is "action NAME" or "axiom PREDICATE" for messages.
+func schemaName(s *cschema) string {
+	if s.axiom {
+		return s.a.Name
+	}
+	return "action " + s.a.Name
+}
+
 // instance is a ground action before fact ids are assigned.
 type instance struct {
 	schema int
@@ -142,6 +201,7 @@ type instance struct {
 func (g *grounder) build(schemas []*cschema) (*Task, error) {
 	hasCosts := g.d.HasCosts
 	var insts []instance
+	var axInsts []axInstance
 	for si, s := range schemas {
 		effs := make([]*groundEffects, len(s.paramBindings))
 		for _, v := range s.variants {
@@ -149,39 +209,20 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 				if !g.step(s.a.Name) {
 					return nil, g.err
 				}
-				base := gconj{}
-				var buf [8]int32
-				for _, l := range v.lits {
-					if l.pred == eqPred || g.static[l.pred] {
-						continue // checked by the join and filters
-					}
-					args := g.groundArgs(l.args, b, buf[:0])
-					id := g.lookup(l.pred, args)
-					switch {
-					case id >= 0 && l.neg:
-						base.neg = append(base.neg, id)
-					case id >= 0:
-						base.pos = append(base.pos, id)
-					case !l.neg:
-						return nil, fmt.Errorf("internal error: precondition atom of %s not reached", s.a.Name)
-					}
+				disj, err := g.groundPre(s, v, b)
+				if err != nil {
+					return nil, err
 				}
-				if !base.normalize() {
+				if s.axiom {
+					var buf [8]int32
+					head := g.lookup(s.head, g.groundArgs(s.effects[0].atom.args, b, buf[:0]))
+					if head < 0 {
+						return nil, fmt.Errorf("internal error: head of %s not reached", s.a.Name)
+					}
+					for _, c := range disj {
+						axInsts = append(axInsts, axInstance{head: head, body: c})
+					}
 					continue
-				}
-				disj := []gconj{base}
-				if len(v.resid) > 0 {
-					d, err := g.groundDNF(s.slotTypes, junction(cAnd, v.resid), slices.Clone(b), maxGroundDNF)
-					if err != nil {
-						return nil, &Error{Pos: s.a.Pos, Msg: fmt.Sprintf("action %s%s: precondition has %v", s.a.Name, g.argString(b[:s.nparams]), err)}
-					}
-					disj = disj[:0]
-					for _, c := range d {
-						z := gconj{pos: append(slices.Clone(base.pos), c.pos...), neg: append(slices.Clone(base.neg), c.neg...)}
-						if z.normalize() {
-							disj = append(disj, z)
-						}
-					}
 				}
 				if len(disj) == 0 {
 					continue
@@ -303,6 +344,25 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 		}
 		t.Actions[i] = a
 	}
+	t.Axioms = make([]Axiom, 0, len(axInsts))
+	for _, in := range axInsts {
+		t.Axioms = append(t.Axioms, Axiom{Head: int(factOf[in.head]), Body: conj(in.body), Stratum: g.strata[g.atoms[in.head].pred]})
+	}
+	slices.SortFunc(t.Axioms, func(a, b Axiom) int {
+		if c := cmp.Compare(a.Stratum, b.Stratum); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Head, b.Head); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.Body.Pos, b.Body.Pos); c != 0 {
+			return c
+		}
+		return slices.Compare(a.Body.Neg, b.Body.Neg)
+	})
+	t.Axioms = slices.CompactFunc(t.Axioms, func(a, b Axiom) bool {
+		return a.Head == b.Head && slices.Equal(a.Body.Pos, b.Body.Pos) && slices.Equal(a.Body.Neg, b.Body.Neg)
+	})
 	goal, err := g.groundGoal()
 	if err != nil {
 		return nil, err
@@ -319,6 +379,12 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 	t.lifted = &lifted{d: g.d, p: g.p, types: g.types, objIndex: g.objIndex, typeSets: g.typeSets, static: map[string]bool{}}
 	for _, f := range t.Static {
 		t.lifted.static[f.String()] = true
+	}
+	if len(t.Axioms) > 0 {
+		// Init's derived facts first: the successor index built by finish
+		// estimates from Init how likely each fact is to hold.
+		t.axioms = newAxiomEval(t)
+		t.EvalAxioms(t.Init)
 	}
 	t.finish()
 	return t, nil
@@ -344,12 +410,7 @@ func (g *grounder) argString(b []int32) string {
 
 // groundGoal grounds the goal into a DNF over fluent atom ids.
 func (g *grounder) groundGoal() ([]gconj, error) {
-	sl := &slots{}
-	c := &compiler{g: g, slots: sl}
-	gc, err := c.formula(g.p.Goal, map[string]int{}, false)
-	if err != nil {
-		return nil, err
-	}
+	sl, gc := g.goalSlots, g.goal
 	var slotTypes []*typeSet
 	for _, ts := range sl.types {
 		slotTypes = append(slotTypes, g.typeSetOf(ts))
@@ -411,6 +472,7 @@ func (g *grounder) groundGoal() ([]gconj, error) {
 				}
 			}
 			if len(out) > maxGoalDNF {
+				g.blewUp = true
 				ferr = &Error{Pos: g.p.Goal.Pos, Msg: fmt.Sprintf("the goal has more than %d disjuncts in disjunctive normal form", maxGoalDNF)}
 			}
 		})

@@ -27,7 +27,12 @@ func (g *grounder) compileSchemas() ([]*cschema, error) {
 		if err := c.effects(a.Effect, scope, nil, nil, &s.effects, &s.costs); err != nil {
 			return nil, err
 		}
-		for _, e := range s.effects {
+		pre = g.flatten(pre, sl, true, a.Pos)
+		for i := range s.effects {
+			e := &s.effects[i]
+			if e.cond != nil {
+				e.cond = g.flatten(e.cond, sl, false, a.Pos)
+			}
 			if e.cond != nil || len(e.vars) > 0 {
 				s.condEffect = true
 			}
@@ -44,6 +49,20 @@ func (g *grounder) compileSchemas() ([]*cschema, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// compileGoal compiles the problem's goal (into g.goal), compiling its
+// large parts into derived predicates.
+func (g *grounder) compileGoal() error {
+	sl := &slots{}
+	c := &compiler{g: g, slots: sl}
+	gc, err := c.formula(g.p.Goal, map[string]int{}, false)
+	if err != nil {
+		return err
+	}
+	g.goal = g.flatten(gc, sl, true, g.p.Goal.Pos)
+	g.goalSlots = sl
+	return g.err
 }
 
 // planVariants drops contradictory variants and orders each one's join.

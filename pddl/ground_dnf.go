@@ -73,13 +73,22 @@ func (e dnfTooLarge) Error() string {
 	return fmt.Sprintf("more than %d disjuncts in disjunctive normal form", e.limit)
 }
 
+// trueDNF returns the DNF of true, one empty conjunction. It is shared:
+// callers read the DNFs groundDNF returns and never modify them in place.
+func (g *grounder) trueDNF() []gconj {
+	if g.dnfTrue == nil {
+		g.dnfTrue = []gconj{{}}
+	}
+	return g.dnfTrue
+}
+
 // groundDNF grounds c under b into a DNF over fluent atom ids, folding static
 // atoms (true iff in the initial state) and unreachable atoms (false). nil is
 // false; a single empty conjunction is true.
 func (g *grounder) groundDNF(slotTypes []*typeSet, c *cond, b []int32, limit int) ([]gconj, error) {
 	switch c.kind {
 	case cTrue:
-		return []gconj{{}}, nil
+		return g.trueDNF(), nil
 	case cFalse:
 		return nil, nil
 	case cLit:
@@ -87,14 +96,14 @@ func (g *grounder) groundDNF(slotTypes []*typeSet, c *cond, b []int32, limit int
 		args := g.groundArgs(c.lit.args, b, buf[:0])
 		if c.lit.pred == eqPred {
 			if (args[0] == args[1]) != c.lit.neg {
-				return []gconj{{}}, nil
+				return g.trueDNF(), nil
 			}
 			return nil, nil
 		}
 		id := g.lookup(c.lit.pred, args)
 		if g.static[c.lit.pred] || id < 0 {
 			if (id >= 0) != c.lit.neg {
-				return []gconj{{}}, nil
+				return g.trueDNF(), nil
 			}
 			return nil, nil
 		}
@@ -117,6 +126,7 @@ func (g *grounder) groundDNF(slotTypes []*typeSet, c *cond, b []int32, limit int
 			}
 			if len(acc)*len(d) > limit {
 				err = dnfTooLarge{limit}
+				g.blewUp = true
 				return false
 			}
 			next := make([]gconj, 0, len(acc)*len(d))
@@ -164,6 +174,7 @@ func (g *grounder) groundDNF(slotTypes []*typeSet, c *cond, b []int32, limit int
 				acc = dedupe(acc)
 				if len(acc) > limit {
 					err = dnfTooLarge{limit}
+					g.blewUp = true
 					return false
 				}
 			}

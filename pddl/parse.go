@@ -85,7 +85,7 @@ func ParseDomain(filename string, src []byte) (*Domain, []Warning, error) {
 		return nil, p.warns, p.result()
 	}
 	d := &Domain{Name: name, Pos: namePos}
-	var actions []*sexp
+	var actions, derived []*sexp
 	seen := map[string]bool{}
 	for _, s := range sections {
 		h := s.head()
@@ -93,7 +93,7 @@ func ParseDomain(filename string, src []byte) (*Domain, []Warning, error) {
 			p.errorf(s.pos, "expected a domain section such as (:predicates ...), found %s", describe(s))
 			continue
 		}
-		if h != ":action" && seen[h] {
+		if h != ":action" && h != ":derived" && seen[h] {
 			p.errorf(s.pos, "duplicate %s section", h)
 			continue
 		}
@@ -115,7 +115,9 @@ func ParseDomain(filename string, src []byte) (*Domain, []Warning, error) {
 			d.Functions = p.parseFunctions(s.list[1:])
 		case ":action":
 			actions = append(actions, s)
-		case ":derived", ":durative-action", ":constraints", ":process", ":event":
+		case ":derived":
+			derived = append(derived, s)
+		case ":durative-action", ":constraints", ":process", ":event":
 			p.errorf(s.pos, "%s is not supported", h)
 		default:
 			p.errorf(s.pos, "unknown domain section %s", h)
@@ -124,6 +126,11 @@ func ParseDomain(filename string, src []byte) (*Domain, []Warning, error) {
 	for _, s := range actions {
 		if a := p.parseAction(s); a != nil {
 			d.Actions = append(d.Actions, a)
+		}
+	}
+	for _, s := range derived {
+		if r := p.parseDerived(s); r != nil {
+			d.Derived = append(d.Derived, r)
 		}
 	}
 	if len(p.errs) == 0 {
@@ -235,7 +242,7 @@ var knownRequirements = map[string]bool{
 	":universal-preconditions": true, ":quantified-preconditions": true,
 	":conditional-effects": true, ":adl": true, ":action-costs": true,
 	":numeric-fluents": false, ":fluents": false, ":object-fluents": false, ":durative-actions": false,
-	":derived-predicates": false, ":domain-axioms": false, ":timed-initial-literals": false,
+	":derived-predicates": true, ":domain-axioms": false, ":timed-initial-literals": false,
 	":preferences": false, ":constraints": false, ":duration-inequalities": false,
 	":continuous-effects": false, ":safety-constraints": false, ":expression-evaluation": false,
 	":open-world": false, ":true-negation": false, ":ucpop": false, ":time": false,
@@ -411,6 +418,23 @@ func (p *parser) parseAction(s *sexp) *ActionSchema {
 		}
 	}
 	return a
+}
+
+// parseDerived parses (:derived (pred ?x - t ...) FORMULA).
+func (p *parser) parseDerived(s *sexp) *DerivedRule {
+	if len(s.list) != 3 {
+		p.errorf(s.pos, "expected (:derived (PREDICATE ?x ...) FORMULA), found %d element(s) after :derived", len(s.list)-1)
+		return nil
+	}
+	head := p.parseSkeleton(s.list[1], "derived predicate head")
+	if head == nil {
+		return nil
+	}
+	body := p.parseFormula(s.list[2])
+	if body == nil {
+		return nil
+	}
+	return &DerivedRule{Pred: head.Name, Params: head.Params, Body: body, Pos: head.Pos}
 }
 
 // parseTerms parses the arguments of an atom.

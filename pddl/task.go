@@ -169,6 +169,12 @@ type Task struct {
 	// Goal is the goal in disjunctive normal form: it holds when any disjunct
 	// holds. An empty Goal can never be reached.
 	Goal []Conj
+	// Axioms derive the derived facts (PDDL 2.2 :derived rules, and the
+	// conditions grounding compiled into derived predicates), in increasing
+	// stratum order. Derived facts are facts of Facts that no action adds
+	// or deletes; Init and every state made by Apply hold exactly those the
+	// axioms derive (see EvalAxioms).
+	Axioms []Axiom
 	// Static are the facts that hold in every state (folded out of Facts).
 	Static []Fact
 	// Objects are all object and constant names, lower-cased, in declaration order.
@@ -184,6 +190,7 @@ type Task struct {
 	factIndex   map[string]int
 	succ        *successorGen
 	actionIndex map[string][]int
+	axioms      *axiomEval // nil without axioms
 	// lifted keeps what validation needs to explain failures in terms of the
 	// PDDL (static preconditions, types, unknown names); nil for a Task built
 	// by hand.
@@ -206,10 +213,16 @@ func (t *Task) finish() {
 		t.actionIndex[k] = append(t.actionIndex[k], i)
 	}
 	t.succ = newSuccessorGen(t)
+	t.axioms = nil
+	if len(t.Axioms) > 0 {
+		t.axioms = newAxiomEval(t)
+	}
 }
 
 // Reindex rebuilds the task's indexes (fact lookup, action lookup, successor
-// generator) after Facts, Actions or Init were changed by hand. Grounded
+// generator, axiom evaluation order) after Facts, Actions, Axioms or Init
+// were changed by hand; it does not evaluate the axioms in Init (call
+// EvalAxioms). Grounded
 // tasks are indexed already. Not safe to call concurrently with readers.
 func (t *Task) Reindex() {
 	t.factIndex = nil
@@ -253,6 +266,7 @@ func (t *Task) IsApplicable(s State, a int) bool { return t.Actions[a].Pre.Holds
 // Apply returns the successor of s under action a (s is not modified). It does
 // not check applicability. Conditional effects are evaluated in s; deletes
 // are applied before adds, so a fact both added and deleted holds afterwards.
+// The derived facts of the successor are then computed by the axioms.
 func (t *Task) Apply(s State, a int) State {
 	act := &t.Actions[a]
 	n := s.Clone()
@@ -277,6 +291,9 @@ func (t *Task) Apply(s State, a int) State {
 				n.Set(f)
 			}
 		}
+	}
+	if t.axioms != nil {
+		t.EvalAxioms(n)
 	}
 	return n
 }

@@ -54,7 +54,10 @@ as nesy validate does) before it is printed: one action per line,
 Heuristics: ff, add, max, lmcut, goalcount, blind, or a weighted mix such as
 "mix(1*ff+1*lmcut+0.5*goalcount)"; a ":unit" modifier (or --unit-cost) ignores
 declared action costs, ":noneg" ignores negative preconditions (the plain
-delete relaxation; faster, less informed).
+delete relaxation; faster, less informed). Tasks with axioms (PDDL 2.2
+:derived predicates, or conditions too large for DNF, which grounding
+compiles into derived predicates) work with ff, add, max, goalcount and
+blind, which treat axioms as zero-cost relaxed rules; lmcut refuses them.
 
 --problem may be an ALFWorld game.tw-pddl file; its embedded domain is used
 when --domain is omitted.

@@ -37,6 +37,18 @@
 //     further relaxation: every heuristic value stays a lower bound of the
 //     original relaxed task's h+ wherever it was (h_max, LM-cut) and
 //     relaxed dead ends stay true dead ends;
+//   - each axiom (Task.Axioms: derived predicates) becomes a zero-cost
+//     operator from its body to its head that belongs to no action, as in
+//     Fast Downward's relaxation heuristics: a relaxed plan goes through it
+//     to the actions that achieve its body. Derived facts get no
+//     complement: a negated derived condition is relaxed to true, as Fast
+//     Downward's relaxation heuristics do with axioms=approximate_negative
+//     (its default, approximate_negative_cycles, also derives not(v) from
+//     the negations of all of v's axiom bodies, a CNF-to-DNF conversion not
+//     done here), so h_max stays admissible and relaxed dead ends stay true
+//     dead ends. LM-cut refuses tasks with
+//     axioms (New returns an error) rather than return a value whose
+//     guarantees were not checked;
 //   - the DNF goal becomes an artificial fact GOAL, reached by one zero-cost
 //     operator per disjunct whose precondition is the disjunct's literals;
 //     an artificial fact TRUE, holding in every state, is the precondition

@@ -165,6 +165,9 @@ func (b *builder) base(s string) (Heuristic, error) {
 	default:
 		return nil, fmt.Errorf("unknown heuristic %q (want one of %s, or mix(...))", name, strings.Join(Names(), ", "))
 	}
+	if (name == "lmcut" || name == "lm-cut") && len(b.t.Axioms) > 0 {
+		return nil, fmt.Errorf("lmcut does not support axioms (derived predicates, or conditions compiled into them): the task has %d; use ff, add or max, which treat axioms as zero-cost relaxed rules", len(b.t.Axioms))
+	}
 	r, err := b.relaxed(unit, noneg)
 	if err != nil {
 		return nil, err

@@ -94,9 +94,12 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 	for i := range negID {
 		negID[i] = -1
 	}
+	// Derived facts get no complement: a negated derived condition is
+	// relaxed to true (Fast Downward's axioms=approximate_negative), which
+	// keeps every value a relaxation.
 	useNeg := func(ids []int) {
 		for _, f := range ids {
-			if negID[f] < 0 {
+			if negID[f] < 0 && !t.IsDerived(f) {
 				negID[f] = int32(nf + len(r.negOf))
 				r.negOf = append(r.negOf, int32(f))
 			}
@@ -112,6 +115,9 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 		}
 		for _, g := range t.Goal {
 			useNeg(g.Neg)
+		}
+		for i := range t.Axioms {
+			useNeg(t.Axioms[i].Body.Neg)
 		}
 	}
 	// lits returns pos plus the complements of neg, as a set.
@@ -206,6 +212,13 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 				ops = append(ops, protoOp{union([]int32{aux}, re.cond), re.add, 0, int32(ai)})
 			}
 		}
+	}
+	// Axioms are zero-cost operators outside every action (like the goal
+	// operators, action -1): relaxed plans pass through them to the
+	// actions that support their bodies.
+	for i := range t.Axioms {
+		ax := &t.Axioms[i]
+		ops = append(ops, protoOp{lits(ax.Body.Pos, ax.Body.Neg), []int32{int32(ax.Head)}, 0, -1})
 	}
 	for _, g := range t.Goal {
 		ops = append(ops, protoOp{lits(g.Pos, g.Neg), []int32{symGoal}, 0, -1})
@@ -353,6 +366,19 @@ func checkTask(t *pddl.Task) error {
 		}
 		if t.HasCosts && a.Cost < 0 {
 			return fmt.Errorf("heuristic: %s has negative cost %d", what, a.Cost)
+		}
+	}
+	for i := range t.Axioms {
+		ax := &t.Axioms[i]
+		what := fmt.Sprintf("axiom %d", i)
+		if err := check(what, []int{ax.Head}); err != nil {
+			return err
+		}
+		if err := check(what, ax.Body.Pos); err != nil {
+			return err
+		}
+		if err := check(what, ax.Body.Neg); err != nil {
+			return err
 		}
 	}
 	for gi, g := range t.Goal {

@@ -400,3 +400,22 @@ func (s *searcher) astar() Result {
 	}
 	return s.end(Unsolvable)
 }
+
+// HelpfulActions returns a function that appends to buf FF's helpful
+// actions in state s (the relaxed plan's actions applicable in s, Fast
+// Downward's preferred operators), in increasing action id order: the
+// preference Solve uses with PreferredOperators, for callers that want it
+// as a prior or a bonus (an MCTS, a decoder's ranking). The function is safe
+// for concurrent use; it returns buf unchanged in a relaxed dead end.
+// unitCost counts every action as cost 1 in the relaxed plan.
+func HelpfulActions(t *pddl.Task, unitCost bool) (func(s pddl.State, buf []int) []int, error) {
+	if t == nil {
+		return nil, fmt.Errorf("search: nil task")
+	}
+	h, err := heuristic.NewWithOptions("ff", t, heuristic.Options{UnitCost: unitCost})
+	if err != nil {
+		return nil, fmt.Errorf("search: helpful actions: %w", err)
+	}
+	ff := h.(*heuristic.FF)
+	return ff.Helpful, nil
+}
