@@ -16,10 +16,13 @@ import (
 )
 
 // small returns a CI-sized configuration.
+// small is a one-task run bounded by work (simulations, tokens, actions,
+// steps), not by time: the seconds budget is only a backstop, generous so
+// that a loaded machine still reads the prompt within it.
 func small(t *testing.T, env envs.Env, method, mode string) Config {
 	return Config{
 		Env: env, Method: method, Mode: mode, Model: tinyModel(t), ModelName: "tiny-test",
-		Out: t.TempDir(), Limit: 1, Seconds: 8, Simulations: 24, MaxActions: 8, MaxSteps: 4, MaxTokens: 96,
+		Out: t.TempDir(), Limit: 1, Seconds: 300, Simulations: 24, MaxActions: 8, MaxSteps: 4, MaxTokens: 96,
 		Explore: explore.Options{MaxSteps: 30},
 	}
 }
