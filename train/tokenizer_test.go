@@ -10,7 +10,6 @@ import (
 
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/internal/testenv"
-	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
 
@@ -68,20 +67,7 @@ func TestEngineTokenizesAsBPE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := NewTokenizer(demos, 2000)
-	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := writeGGUF(p, tok, path); err != nil {
-		t.Fatal(err)
-	}
-	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lm.Close()
+	tok, lm := tinyPrior(t, demos, 2000)
 	texts := append(DemoTexts(demos), "put a clean mug in coffeemachine 1.\nheat potato 3 with microwave 1\n", "ünïcode — tabs\tand  spaces\n\n")
 	for _, text := range texts {
 		got, err := lm.Tokenize(text, false)

@@ -12,6 +12,7 @@ import (
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/models/gguf"
 )
 
 // toyExamples are sequences whose "plan" copies the token after a marker
@@ -161,20 +162,7 @@ func TestDemosTrainOnDecoderPrompt(t *testing.T) {
 	if _, _, err := ALFWorldDemos(context.Background(), filepath.Join(ds, "alfworld", "valid_unseen"), DemoOptions{}); err == nil {
 		t.Fatal("demonstrations from valid_unseen")
 	}
-	tok := NewTokenizer(demos, 500)
-	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := writeGGUF(p, tok, path); err != nil {
-		t.Fatal(err)
-	}
-	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lm.Close()
+	_, lm := tinyPrior(t, demos, 500)
 	if lm.Info().Prompt != decoder.PromptCompact {
 		t.Fatalf("the GGUF's prompt variant is %q, want %q", lm.Info().Prompt, decoder.PromptCompact)
 	}
@@ -201,4 +189,26 @@ func TestDemosTrainOnDecoderPrompt(t *testing.T) {
 			t.Fatalf("%s: not the compact prompt:\n%s", x.ID, prompt.Text)
 		}
 	}
+}
+
+// tinyPrior writes an untrained 16-wide prior with a BPE of at most merges
+// merges learned from demos, loads it in the engine (closed when the test
+// ends) and returns its tokenizer and the engine.
+func tinyPrior(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, *models.Engine) {
+	t.Helper()
+	tok := NewTokenizer(demos, merges)
+	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := writeGGUF(p, tok, path); err != nil {
+		t.Fatal(err)
+	}
+	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lm.Close() })
+	return tok, lm
 }
