@@ -91,11 +91,24 @@ func OpenALFWorldGame(ctx context.Context, path string) (*Episode, error) {
 	return openGame(ctx, TaskInfo{ID: path, Type: typ, Domain: path, Problem: path})
 }
 
+// OpenALFWorldGameData opens a game.tw-pddl file's contents as an episode
+// of task family typ (an ALFWorld task type such as
+// "pick_and_place_simple"); id names it in errors and reports. Package
+// train opens the games it writes (further goals on a training scene) with
+// it, without a file.
+func OpenALFWorldGameData(ctx context.Context, id, typ string, data []byte) (*Episode, error) {
+	return openGameData(ctx, TaskInfo{ID: id, Type: typ, Domain: id, Problem: id}, data)
+}
+
 func openGame(ctx context.Context, info TaskInfo) (*Episode, error) {
 	data, err := os.ReadFile(info.Problem)
 	if err != nil {
 		return nil, fmt.Errorf("envs: alfworld: %w", err)
 	}
+	return openGameData(ctx, info, data)
+}
+
+func openGameData(ctx context.Context, info TaskInfo, data []byte) (*Episode, error) {
 	game, err := textworld.ParseGame(info.Problem, data)
 	if err != nil {
 		return nil, fmt.Errorf("envs: alfworld: %w", err)

@@ -12,6 +12,7 @@ import (
 // it, then the plan; the loss is on Tokens[PlanStart:].
 type Example struct {
 	ID        string
+	Scene     string // the game whose scene the task is on (Demo.Scene)
 	Tokens    []int32
 	PlanStart int
 }
@@ -50,7 +51,7 @@ func Tokenize(lm models.LM, demos []Demo) ([]Example, error) {
 			return nil, fmt.Errorf("train: %s: tokenizing the plan: %w", d.ID, err)
 		}
 		toks := append(append([]int32(nil), p.Tokens...), plan...)
-		out = append(out, Example{ID: d.ID, Tokens: toks, PlanStart: len(p.Tokens)})
+		out = append(out, Example{ID: d.ID, Scene: d.Scene, Tokens: toks, PlanStart: len(p.Tokens)})
 	}
 	return out, nil
 }

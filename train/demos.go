@@ -9,8 +9,12 @@ package train
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nesy-dev/nesy/decoder"
@@ -24,6 +28,7 @@ import (
 // decoder writes it (one action text per line).
 type Demo struct {
 	ID       string // the task
+	Scene    string // the game whose scene it is on (ID for a game's own goal)
 	Messages []models.Message
 	Plan     []string // action texts, in order
 }
@@ -56,17 +61,28 @@ type DemoOptions struct {
 	// Prompt are the prompt options (the goal in words is filled in per
 	// task); they must be those the planner uses with the trained model.
 	Prompt decoder.PromptOptions
-	// Limit bounds the tasks (0: all).
+	// Limit bounds the games (0: all).
 	Limit int
+	// Goals is how many further goals per game are sampled on its scene
+	// (SceneGoals, spread over the task types) and demonstrated besides the
+	// game's own; 0: none.
+	Goals int
+	// Seed seeds the sampling of further goals.
+	Seed uint64
 	// Timeout bounds the reference planner per task (0: 30 s).
 	Timeout time.Duration
+	// Workers solve tasks in parallel (0: GOMAXPROCS); the result does not
+	// depend on it.
+	Workers int
 }
 
 // ALFWorldDemos solves the ALFWorld games under dir (a training split such
 // as datasets/alfworld/valid_train) from their true initial states with the
 // reference planner (GBFS over h_FF with preferred operators, as nesy solve)
-// and returns one demonstration per solved game, in task order, and the IDs
-// of the games it could not solve.
+// and returns one demonstration per solved task, in game order (each game's
+// own goal first, then its further goals), and the IDs of the tasks it
+// could not solve. Further goals whose plan is empty (reached at the start)
+// are left out.
 func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []string, error) {
 	if err := CheckTrainingSplit(dir); err != nil {
 		return nil, nil, err
@@ -78,32 +94,147 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	var demos []Demo
-	var unsolved []string
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	// The jobs: every game, then its further goals.
+	type job struct {
+		id, scene string
+		open      func() (*envs.Episode, error)
+	}
+	var jobs []job
 	for i, info := range env.Tasks() {
 		if o.Limit > 0 && i >= o.Limit {
 			break
 		}
-		ep, err := env.Open(ctx, info.ID)
+		jobs = append(jobs, job{id: info.ID, scene: info.ID, open: func() (*envs.Episode, error) { return env.Open(ctx, info.ID) }})
+		if o.Goals <= 0 {
+			continue
+		}
+		data, err := os.ReadFile(info.Problem)
+		if err != nil {
+			return nil, nil, fmt.Errorf("train: %w", err)
+		}
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
+		goals, err := SceneGoals(data, rng)
 		if err != nil {
 			return nil, nil, fmt.Errorf("train: %s: %w", info.ID, err)
 		}
-		task, lex := ep.Task(), ep.Lexicon()
-		res, err := search.Solve(ctx, task, search.Options{PreferredOperators: true, Timeout: o.Timeout})
-		if err != nil {
-			return nil, nil, fmt.Errorf("train: solving %s: %w", info.ID, err)
+		for k, g := range spread(goals, o.Goals, rng) {
+			game, err := WithGoal(data, g)
+			if err != nil {
+				return nil, nil, fmt.Errorf("train: %s: %w", info.ID, err)
+			}
+			id := fmt.Sprintf("%s#goal%d", info.ID, k+1)
+			jobs = append(jobs, job{id: id, scene: info.ID, open: func() (*envs.Episode, error) {
+				return envs.OpenALFWorldGameData(ctx, id, g.Type, game)
+			}})
 		}
-		if res.Status != search.Solved {
-			unsolved = append(unsolved, info.ID)
-			continue
+	}
+	type result struct {
+		demo   *Demo
+		failed bool
+		err    error
+	}
+	results := make([]result, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				d, ok, err := demonstrate(ctx, jobs[j].open, o)
+				if d != nil {
+					d.ID, d.Scene = jobs[j].id, jobs[j].scene
+				}
+				results[j] = result{d, !ok, err}
+			}
+		}()
+	}
+	for j := range jobs {
+		if ctx.Err() != nil {
+			break
 		}
-		popts := o.Prompt
-		popts.Goal = ep.Goal()
-		d := Demo{ID: info.ID, Messages: decoder.Messages(lex, popts)}
-		for _, a := range res.Plan {
-			d.Plan = append(d.Plan, lex.Text(a))
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("train: making demonstrations: %w", err)
+	}
+	var demos []Demo
+	var unsolved []string
+	for j, r := range results {
+		switch {
+		case r.err != nil:
+			return nil, nil, fmt.Errorf("train: %s: %w", jobs[j].id, r.err)
+		case r.failed:
+			unsolved = append(unsolved, jobs[j].id)
+		case r.demo != nil:
+			demos = append(demos, *r.demo)
 		}
-		demos = append(demos, d)
 	}
 	return demos, unsolved, nil
+}
+
+// demonstrate solves one task with the reference planner: its
+// demonstration (nil when the goal holds at the start), and false when the
+// planner found no plan.
+func demonstrate(ctx context.Context, open func() (*envs.Episode, error), o DemoOptions) (*Demo, bool, error) {
+	ep, err := open()
+	if err != nil {
+		return nil, false, err
+	}
+	task, lex := ep.Task(), ep.Lexicon()
+	res, err := search.Solve(ctx, task, search.Options{PreferredOperators: true, Timeout: o.Timeout})
+	if err != nil {
+		return nil, false, fmt.Errorf("solving: %w", err)
+	}
+	if res.Status != search.Solved {
+		return nil, false, nil
+	}
+	if len(res.Plan) == 0 {
+		return nil, true, nil
+	}
+	popts := o.Prompt
+	popts.Goal = ep.Goal()
+	d := &Demo{Messages: decoder.Messages(lex, popts)}
+	for _, a := range res.Plan {
+		d.Plan = append(d.Plan, lex.Text(a))
+	}
+	return d, true, nil
+}
+
+// spread picks up to n of goals, as evenly over the task types as the
+// scene allows, in an order drawn from rng.
+func spread(goals []Goal, n int, rng *rand.Rand) []Goal {
+	byType := map[string][]Goal{}
+	for _, g := range goals {
+		byType[g.Type] = append(byType[g.Type], g)
+	}
+	var types []string
+	for _, t := range goalTypes {
+		if gs := byType[t]; len(gs) > 0 {
+			rng.Shuffle(len(gs), func(i, j int) { gs[i], gs[j] = gs[j], gs[i] })
+			types = append(types, t)
+		}
+	}
+	var out []Goal
+	for len(out) < n && len(types) > 0 {
+		rng.Shuffle(len(types), func(i, j int) { types[i], types[j] = types[j], types[i] })
+		var left []string
+		for _, t := range types {
+			if len(out) == n {
+				break
+			}
+			out = append(out, byType[t][0])
+			byType[t] = byType[t][1:]
+			if len(byType[t]) > 0 {
+				left = append(left, t)
+			}
+		}
+		types = left
+	}
+	return out
 }

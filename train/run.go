@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -24,6 +25,9 @@ type RunOptions struct {
 	ALFWorld string
 	// Limit bounds the games (0: all).
 	Limit int
+	// Goals is how many further goals per game are sampled on its scene and
+	// demonstrated (DemoOptions.Goals); 0: the games' own goals only.
+	Goals int
 	// Out is the folder written: prior.gguf, train.svg, checkpoint.gob.
 	Out string
 	// Model is the shape (Vocab is set from the tokenizer).
@@ -47,7 +51,51 @@ const (
 	ModelFile      = "prior.gguf"
 	PlotFile       = "train.svg"
 	CheckpointFile = "checkpoint.gob"
+	DemosFile      = "demos.json"
 )
+
+// maxHeldOut bounds the examples the held-out loss is evaluated on.
+const maxHeldOut = 96
+
+// demoCache is DemosFile: the demonstrations of one Limit, Goals and Seed.
+type demoCache struct {
+	Limit, Goals int
+	Seed         uint64
+	Demos        []Demo
+	Unsolved     []string
+}
+
+// loadDemos returns the demonstrations of o, from o.Out's DemosFile when it
+// holds those of the same games, goals and seed, else made anew and saved
+// there.
+func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, logf func(string, ...any)) ([]Demo, []string, error) {
+	path := filepath.Join(o.Out, DemosFile)
+	if data, err := os.ReadFile(path); err == nil {
+		var c demoCache
+		if json.Unmarshal(data, &c) == nil && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed && len(c.Demos) > 0 {
+			logf("demonstrations: %d read from %s", len(c.Demos), path)
+			return c.Demos, c.Unsolved, nil
+		}
+	}
+	start := time.Now()
+	demos, unsolved, err := ALFWorldDemos(ctx, o.ALFWorld, DemoOptions{Prompt: prompt, Limit: o.Limit, Goals: o.Goals, Seed: o.Seed})
+	if err != nil {
+		return nil, nil, err
+	}
+	logf("demonstrations: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
+	data, err := json.Marshal(demoCache{Limit: o.Limit, Goals: o.Goals, Seed: o.Seed, Demos: demos, Unsolved: unsolved})
+	if err != nil {
+		return nil, nil, fmt.Errorf("train: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return nil, nil, fmt.Errorf("train: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, nil, fmt.Errorf("train: %w", err)
+	}
+	return demos, unsolved, nil
+}
 
 // Run makes the demonstrations, learns the tokenizer, trains the prior and
 // writes it as a GGUF (with the compact prompt selected in its metadata)
@@ -60,16 +108,14 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	start := time.Now()
 	prompt := decoder.PromptOptions{Compact: true}
-	demos, unsolved, err := ALFWorldDemos(ctx, o.ALFWorld, DemoOptions{Prompt: prompt, Limit: o.Limit})
+	demos, _, err := loadDemos(ctx, o, prompt, logf)
 	if err != nil {
 		return nil, err
 	}
 	if len(demos) < 2 {
 		return nil, fmt.Errorf("train: %d demonstrations: too few to train and hold out", len(demos))
 	}
-	logf("demonstrations: %d games solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
 	if o.Merges <= 0 {
 		o.Merges = 2000
 	}
@@ -100,18 +146,36 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if share <= 0 {
 		share = 0.1
 	}
-	// Every k-th game is held out (the games are sorted by task type, so
-	// each type is in both parts).
-	k := min(max(2, int(math.Round(1/share))), len(examples)) // at least one held out
+	// Every k-th game's scene is held out with all its goals (the games are
+	// sorted by task type, so each type is in both parts): the held-out
+	// loss is on scenes never trained on, as the evaluation's are.
+	var scenes []string
+	sceneAt := map[string]int{}
+	for _, x := range examples {
+		if _, ok := sceneAt[x.Scene]; !ok {
+			sceneAt[x.Scene] = len(scenes)
+			scenes = append(scenes, x.Scene)
+		}
+	}
+	k := min(max(2, int(math.Round(1/share))), len(scenes)) // at least one held out
 	var tr, held []Example
 	longest := 0
-	for i, x := range examples {
+	for _, x := range examples {
 		longest = max(longest, len(x.Tokens))
-		if i%k == k-1 {
+		if sceneAt[x.Scene]%k == k-1 {
 			held = append(held, x)
 		} else {
 			tr = append(tr, x)
 		}
+	}
+	// The held-out loss is evaluated often: a spread-out sample of at most
+	// maxHeldOut examples keeps it cheap beside the steps.
+	if len(held) > maxHeldOut {
+		sample := make([]Example, 0, maxHeldOut)
+		for i := range maxHeldOut {
+			sample = append(sample, held[i*len(held)/maxHeldOut])
+		}
+		held = sample
 	}
 	to := o.Train
 	if to.Seq == 0 {
@@ -121,6 +185,9 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		to.Checkpoint = filepath.Join(o.Out, CheckpointFile)
 	}
 	logf("examples: %d training, %d held out; longest %d tokens", len(tr), len(held), longest)
+	if to.Snapshot == nil {
+		to.Snapshot = func() error { return writeGGUF(p, tok, path) }
+	}
 	res, err := Train(ctx, p, tr, held, to)
 	if err != nil {
 		return nil, err
@@ -142,7 +209,13 @@ func writeGGUF(p *Params, tok *gguf.Tokenizer, path string) error {
 		return err
 	}
 	spec.Meta = map[string]string{models.PromptKey: decoder.PromptCompact}
-	if err := gguf.Write(path, spec); err != nil {
+	// Written aside and renamed: a model being read (a snapshot tried while
+	// training goes on) is never half-written.
+	tmp := path + ".tmp"
+	if err := gguf.Write(tmp, spec); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	return nil

@@ -31,6 +31,10 @@ type Options struct {
 	Resume     bool
 	// Progress is called after every step (nil: none).
 	Progress func(Progress)
+	// Snapshot is called after every held-out evaluation, when the
+	// checkpoint is written (nil: none): Run writes the GGUF there, so a
+	// long run's model can be tried before it ends.
+	Snapshot func() error
 }
 
 // Progress is the state of a running Train.
@@ -348,6 +352,11 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 			res.HeldOut = append(res.HeldOut, Point{step + 1, last})
 			if o.Checkpoint != "" {
 				if err := writeCheckpoint(o.Checkpoint, p, opt, step+1, res); err != nil {
+					return nil, err
+				}
+			}
+			if o.Snapshot != nil {
+				if err := o.Snapshot(); err != nil {
 					return nil, err
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -36,10 +37,16 @@ decoder's compact prompt, rendered with the model's own chat template, so
 the prior is trained on the prompt nesy plan, bench and serve give it; the
 GGUF's general.nesy.prompt selects it).
 
+With --goals N, each training game's scene also gets up to N further goals
+of ALFWorld's six task types (an object type and a receptacle type the scene
+affords, phrased as ALFWorld phrases goals), demonstrated the same way. The
+held-out loss is on whole scenes never trained on.
+
 It writes DIR/prior.gguf (loadable by --model DIR/prior.gguf), DIR/train.svg
-(training and held-out loss per plan token) and DIR/checkpoint.gob, written
-at every held-out evaluation; --resume continues from it. The same flags and
-seed give the same model.`,
+(training and held-out loss per plan token), DIR/demos.json (the
+demonstrations, reused by a later run with the same --limit, --goals and
+--seed) and DIR/checkpoint.gob, written at every held-out evaluation;
+--resume continues from it. The same flags and seed give the same model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Out == "" {
@@ -78,6 +85,7 @@ seed give the same model.`,
 	f.StringVar(&o.Out, "out", "", "output folder (required)")
 	f.StringVar(&datasets, "datasets", "", "datasets folder (default $NESY_SHARED/datasets, else ../shared/datasets)")
 	f.IntVar(&o.Limit, "limit", 0, "use the first N training games only (0: all 200)")
+	f.IntVar(&o.Goals, "goals", 0, "further goals per training game, sampled on its scene over the six task types and demonstrated too")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
 	f.IntVar(&batch, "batch", 4, "demonstrations per step")
@@ -89,7 +97,7 @@ seed give the same model.`,
 	f.IntVar(&heads, "heads", 4, "attention heads")
 	f.IntVar(&ffn, "ffn", 256, "feed-forward size")
 	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
-	f.BoolVar(&quiet, "quiet", false, "no progress bar")
+	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
 }
 
@@ -99,6 +107,8 @@ type trainBar struct {
 	bar   *progressbar.ProgressBar
 	quiet bool
 	tty   bool
+	// lastHeld is the held-out loss last logged by a quiet run.
+	lastHeld float64
 }
 
 func newTrainBar(w io.Writer, steps int, quiet bool) *trainBar {
@@ -122,10 +132,15 @@ func newTrainBar(w io.Writer, steps int, quiet bool) *trainBar {
 }
 
 func (b *trainBar) update(p train.Progress) {
+	desc := fmt.Sprintf("train loss %.3f held-out %.3f", p.Loss, p.HeldOut)
 	if b.quiet {
+		// Quiet runs still log each held-out evaluation, one line each.
+		if !math.IsNaN(p.HeldOut) && p.HeldOut != b.lastHeld {
+			b.lastHeld = p.HeldOut
+			fmt.Fprintf(b.w, "nesy train: step %d/%d: %s\n", p.Step, p.Steps, desc)
+		}
 		return
 	}
-	desc := fmt.Sprintf("train loss %.3f held-out %.3f", p.Loss, p.HeldOut)
 	if !b.tty && (p.Step%10 == 0 || p.Step == p.Steps) {
 		// Logs get a line every ten steps; the bar below renders too.
 		fmt.Fprintf(b.w, "\nnesy train: step %d/%d: %s\n", p.Step, p.Steps, desc)
