@@ -24,7 +24,8 @@ import (
 //
 // Environment: NESY_BENCH_THREADS (default: all CPUs), NESY_BENCH_GPU_LAYERS
 // (Options.GPULayers; default 0 = all layers on a GPU when ggml found one),
-// NESY_BENCH_MODEL (a GGUF to use instead of the reference model).
+// NESY_BENCH_MODEL (a GGUF to use instead of the reference model), NESY_BENCH_FLASH
+// (Options.FlashAttention: auto, on or off; default auto).
 //
 // Each benchmark reports tok/s. The Raw* benchmarks drive Ollama's engine
 // directly (model.New, cache, Forward, Compute) with the same shapes, as
@@ -76,6 +77,10 @@ func benchEngine(b *testing.B, opts Options) *Engine {
 	path := referenceModel(b)
 	opts.Threads = envInt("NESY_BENCH_THREADS", 0)
 	opts.GPULayers = envInt("NESY_BENCH_GPU_LAYERS", 0)
+	if opts.FlashAttention == "" {
+		// NESY_BENCH_FLASH=on|off|auto measures either attention path.
+		opts.FlashAttention = os.Getenv("NESY_BENCH_FLASH")
+	}
 	if opts.ContextLength == 0 {
 		opts.ContextLength = 4096
 	}

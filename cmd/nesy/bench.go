@@ -34,7 +34,7 @@ func newBenchCmd() *cobra.Command {
 		exploreSteps, maxSteps                          int
 		seed                                            uint64
 		allSkills, omitStatic, quiet, partial           bool
-		perception                                      string
+		perception, flash                               string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X --model M --out DIR",
@@ -82,7 +82,7 @@ with no forward pass, which says how much a model's prior adds.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
-			mopts := models.Options{Threads: threads}
+			mopts := models.Options{Threads: threads, FlashAttention: flash}
 			if method == bench.MethodMCTS || method == bench.MethodCMCTS {
 				mopts.Sequences = mcts.SuggestedSequences // forks of recently evaluated nodes stay cached
 			}
@@ -128,6 +128,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.IntVar(&limit, "limit", 0, "run only the first N tasks of the suite (before sharding)")
 	f.IntVar(&simulations, "simulations", 0, "bound each search to N simulations (0: time only)")
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
+	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	f.IntVar(&maxActions, "max-actions", bench.DefaultMaxActions, "longest plan")
 	f.IntVar(&maxSteps, "max-steps", bench.DefaultMaxSteps, "direct policy: most commands per task")
 	f.IntVar(&exploreSteps, "explore-steps", explore.DefaultMaxSteps, "two-phase: exploration budget in skills")

@@ -67,7 +67,7 @@ type planFlags struct {
 	asJSON, trace, think, verbose           bool
 	temperature, topP                       float64
 	topK, maxActions, maxTokens             int
-	end, endMarker, heuristic               string
+	end, endMarker, heuristic, flash        string
 	stopAtGoal                              bool
 	threads, ctx, gpuLayers                 int
 }
@@ -141,6 +141,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all)")
 	fl.IntVar(&f.ctx, "ctx", 0, "context length (0: the model's, at most 8192)")
 	fl.IntVar(&f.gpuLayers, "gpu-layers", 0, "layers on the GPU (0: all when one is found, -1: none)")
+	fl.StringVar(&f.flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	fl.BoolVar(&f.verbose, "verbose", false, "log model loading and engine messages")
 	return cmd
 }
@@ -187,7 +188,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(logger)
 	method, _ := planner.ParseMethod(f.method, false) // checked above
-	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, Logger: logger,
+	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, FlashAttention: f.flash, Logger: logger,
 		Sequences: planner.SuggestedSequences(method)}
 	lm, _, err := loadLM(ctx, errw, f.model, "", f.seed, mopts)
 	if err != nil {
