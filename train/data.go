@@ -1,18 +1,28 @@
 package train
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"slices"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
+	"github.com/nesy-dev/nesy/trie"
 )
 
 // Example is a tokenized demonstration: the prompt as the decoder builds
 // it, then the plan; the loss is on Tokens[PlanStart:].
 type Example struct {
-	ID        string
-	Scene     string // the game whose scene the task is on (Demo.Scene)
+	ID    string
+	Scene string // the game whose scene the task is on (Demo.Scene)
+	// Allowed, when not nil, are the tokens the constraint allows before
+	// each plan token (Allowed[k] before Tokens[PlanStart+k]): the loss is
+	// then over the constrained distribution, as the prior is used.
+	Allowed   [][]int32
 	Tokens    []int32
 	PlanStart int
 }
@@ -54,4 +64,74 @@ func Tokenize(lm models.LM, demos []Demo) ([]Example, error) {
 		out = append(out, Example{ID: d.ID, Scene: d.Scene, Tokens: toks, PlanStart: len(p.Tokens)})
 	}
 	return out, nil
+}
+
+// ConstrainedSets sets every example's Allowed, so that the loss is over the
+// distribution the planner uses (the model's, masked to the tokens that
+// extend an applicable action): it reopens each demonstration's task under
+// dir (its game, rewritten with its further goal), builds the constraint
+// of lm's vocabulary for it and follows the plan's tokens through it,
+// recording the allowed tokens before each. examples[i] must be demos[i]'s.
+// An example whose tokens leave the constraint keeps Allowed nil; their
+// number is returned.
+func ConstrainedSets(ctx context.Context, lm models.LM, dir string, demos []Demo, examples []Example) (int, error) {
+	if len(demos) != len(examples) {
+		return 0, fmt.Errorf("train: %d demonstrations and %d examples", len(demos), len(examples))
+	}
+	env, err := envs.NewALFWorld(dir)
+	if err != nil {
+		return 0, fmt.Errorf("train: %w", err)
+	}
+	idx, err := constraint.NewIndex(lm)
+	if err != nil {
+		return 0, fmt.Errorf("train: %w", err)
+	}
+	left := 0
+	var set trie.Set
+	for i, d := range demos {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("train: %w", err)
+		}
+		ep, err := env.Open(ctx, d.Scene)
+		if err != nil {
+			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
+		}
+		if d.Goal != nil {
+			data, err := os.ReadFile(ep.Info().Problem)
+			if err != nil {
+				return 0, fmt.Errorf("train: %w", err)
+			}
+			game, err := WithGoal(data, *d.Goal)
+			if err != nil {
+				return 0, fmt.Errorf("train: %s: %w", d.ID, err)
+			}
+			if ep, err = envs.OpenALFWorldGameData(ctx, d.ID, d.Goal.Type, game); err != nil {
+				return 0, fmt.Errorf("train: %s: %w", d.ID, err)
+			}
+		}
+		sp, err := constraint.New(idx, ep.Lexicon(), constraint.Options{StopAtGoal: true})
+		if err != nil {
+			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
+		}
+		c, err := sp.Start()
+		if err != nil {
+			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
+		}
+		x := &examples[i]
+		sets := make([][]int32, 0, len(x.Tokens)-x.PlanStart)
+		for _, tok := range x.Tokens[x.PlanStart:] {
+			sp.Allowed(c, &set)
+			sets = append(sets, slices.Clone(set.IDs))
+			if c, err = sp.AdvanceToken(c, tok); err != nil {
+				sets = nil
+				break
+			}
+		}
+		if sets == nil {
+			left++
+			continue
+		}
+		x.Allowed = sets
+	}
+	return left, nil
 }

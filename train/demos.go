@@ -29,6 +29,7 @@ import (
 type Demo struct {
 	ID       string // the task
 	Scene    string // the game whose scene it is on (ID for a game's own goal)
+	Goal     *Goal  `json:",omitempty"` // the further goal; nil for the game's own
 	Messages []models.Message
 	Plan     []string // action texts, in order
 }
@@ -100,6 +101,7 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 	// The jobs: every game, then its further goals.
 	type job struct {
 		id, scene string
+		goal      *Goal
 		open      func() (*envs.Episode, error)
 	}
 	var jobs []job
@@ -126,7 +128,7 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 				return nil, nil, fmt.Errorf("train: %s: %w", info.ID, err)
 			}
 			id := fmt.Sprintf("%s#goal%d", info.ID, k+1)
-			jobs = append(jobs, job{id: id, scene: info.ID, open: func() (*envs.Episode, error) {
+			jobs = append(jobs, job{id: id, scene: info.ID, goal: &g, open: func() (*envs.Episode, error) {
 				return envs.OpenALFWorldGameData(ctx, id, g.Type, game)
 			}})
 		}
@@ -146,7 +148,7 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 			for j := range next {
 				d, ok, err := demonstrate(ctx, jobs[j].open, o)
 				if d != nil {
-					d.ID, d.Scene = jobs[j].id, jobs[j].scene
+					d.ID, d.Scene, d.Goal = jobs[j].id, jobs[j].scene, jobs[j].goal
 				}
 				results[j] = result{d, !ok, err}
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -257,5 +258,52 @@ func TestDemosWithGoals(t *testing.T) {
 	}
 	if !reflect.DeepEqual(again, demos) {
 		t.Error("the demonstrations depend on the workers")
+	}
+}
+
+// TestConstrainedSets: every plan token of every demonstration (further
+// goals included) is among the tokens the constraint allows before it, the
+// first token of an action has many options (where to go, what to take)
+// and some tokens are forced (one option), so the constrained loss is
+// zero there.
+func TestConstrainedSets(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(testenv.Datasets(t), "alfworld", "valid_train")
+	demos, _, err := ALFWorldDemos(ctx, dir, DemoOptions{Prompt: decoder.PromptOptions{Compact: true}, Limit: 2, Goals: 2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lm := tinyPrior(t, demos, 500)
+	ex, err := Tokenize(lm, demos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := ConstrainedSets(ctx, lm, dir, demos, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d examples left the constraint", left)
+	}
+	forced, choices := 0, 0
+	for _, x := range ex {
+		plan := x.Tokens[x.PlanStart:]
+		if len(x.Allowed) != len(plan) {
+			t.Fatalf("%s: %d allowed sets for %d plan tokens", x.ID, len(x.Allowed), len(plan))
+		}
+		for k, tok := range plan {
+			if !slices.Contains(x.Allowed[k], tok) {
+				t.Fatalf("%s: plan token %d (%d) not allowed: %v", x.ID, k, tok, x.Allowed[k])
+			}
+			switch n := len(x.Allowed[k]); {
+			case n == 1:
+				forced++
+			case n >= 5:
+				choices++
+			}
+		}
+	}
+	if forced == 0 || choices == 0 {
+		t.Errorf("forced tokens %d, tokens with at least 5 options %d", forced, choices)
 	}
 }

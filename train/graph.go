@@ -16,11 +16,14 @@ import (
 // one-hot rows picking the positions whose logits are computed. With
 // targets (rows x vocab) it also computes the loss: the sum over rows of
 // -log p(target) weighted by the target rows (one-hot times the row's
-// weight; zero rows are padding).
+// weight; zero rows are padding), over the softmax of the logits plus
+// allow (rows x vocab: 0 for a token the constraint allows at the row,
+// -1e9 for one it does not; all 0 trains the unconstrained distribution).
 type graph struct {
 	g       *G.ExprGraph
 	x, sel  *G.Node
 	target  *G.Node // nil without a loss
+	allow   *G.Node // nil without a loss
 	logits  *G.Node // rows x vocab
 	loss    *G.Node // nil without a loss
 	params  []*G.Node
@@ -146,7 +149,8 @@ func newGraph(p *Params, seq, rows int, withLoss bool) (*graph, error) {
 	gr.logits = must(G.Mul(hs, param(outName())))
 	if withLoss {
 		gr.target = G.NewMatrix(g, dt, G.WithShape(rows, c.Vocab), G.WithName("target"))
-		lsm := must(G.LogSoftMax(gr.logits))
+		gr.allow = G.NewMatrix(g, dt, G.WithShape(rows, c.Vocab), G.WithName("allow"))
+		lsm := must(G.LogSoftMax(must(G.Add(gr.logits, gr.allow))))
 		gr.loss = must(G.Neg(must(G.Sum(must(G.HadamardProd(lsm, gr.target))))))
 	}
 	if err != nil {

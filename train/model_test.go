@@ -90,3 +90,62 @@ func TestEngineMatchesGraph(t *testing.T) {
 		})
 	}
 }
+
+// TestMaskedLoss: with Allowed sets the training graph's loss is
+// -log softmax over the allowed tokens of the logits at the target,
+// computed here from the reference logits; without them it is over the
+// whole vocabulary.
+func TestMaskedLoss(t *testing.T) {
+	const vocab = 12
+	p, err := NewParams(Config{Vocab: vocab, Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := []int32{1, 4, 7, 2, 9, 3, 5}
+	allowed := [][]int32{{2, 3, 9}, {9}, {3, 5, 8, 11}, {5, 6}}
+	ex := Example{ID: "masked", Tokens: toks, PlanStart: 3}
+	logits, err := forwardLogits(p, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(masked bool) float64 {
+		sum := 0.0
+		for k := range len(toks) - ex.PlanStart {
+			row := logits[ex.PlanStart-1+k]
+			set := allowed[k]
+			if !masked {
+				set = nil
+				for v := range vocab {
+					set = append(set, int32(v))
+				}
+			}
+			z := 0.0
+			for _, v := range set {
+				z += math.Exp(float64(row[v]))
+			}
+			sum -= float64(row[toks[ex.PlanStart+k]]) - math.Log(z)
+		}
+		return sum
+	}
+	r, err := newRunner(p, len(toks), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	for _, masked := range []bool{false, true} {
+		x := ex
+		if masked {
+			x.Allowed = allowed
+		}
+		got, n, err := r.run(x, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 4 || math.Abs(got-want(masked)) > 1e-3*math.Max(1, math.Abs(want(masked))) {
+			t.Errorf("masked %v: loss %.5f over %d rows, want %.5f over 4", masked, got, n, want(masked))
+		}
+	}
+	if want(true) >= want(false) {
+		t.Errorf("the masked loss %.4f is not below the full one %.4f", want(true), want(false))
+	}
+}

@@ -32,6 +32,11 @@ type RunOptions struct {
 	Out string
 	// Model is the shape (Vocab is set from the tokenizer).
 	Model Config
+	// Masked trains on the constrained distribution: the loss of each plan
+	// token is over the tokens the constraint allows there
+	// (ConstrainedSets), as the planner uses the prior; false: over the
+	// whole vocabulary.
+	Masked bool
 	// Merges bounds the tokenizer's BPE merges.
 	Merges int
 	// Seed seeds the weights and the data order.
@@ -57,8 +62,13 @@ const (
 // maxHeldOut bounds the examples the held-out loss is evaluated on.
 const maxHeldOut = 96
 
+// demoCacheVersion is the current DemosFile format (2: demonstrations
+// name their further goal).
+const demoCacheVersion = 2
+
 // demoCache is DemosFile: the demonstrations of one Limit, Goals and Seed.
 type demoCache struct {
+	Version      int // demoCacheVersion
 	Limit, Goals int
 	Seed         uint64
 	Demos        []Demo
@@ -72,7 +82,7 @@ func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, 
 	path := filepath.Join(o.Out, DemosFile)
 	if data, err := os.ReadFile(path); err == nil {
 		var c demoCache
-		if json.Unmarshal(data, &c) == nil && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed && len(c.Demos) > 0 {
+		if json.Unmarshal(data, &c) == nil && c.Version == demoCacheVersion && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed && len(c.Demos) > 0 {
 			logf("demonstrations: %d read from %s", len(c.Demos), path)
 			return c.Demos, c.Unsolved, nil
 		}
@@ -83,7 +93,7 @@ func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, 
 		return nil, nil, err
 	}
 	logf("demonstrations: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
-	data, err := json.Marshal(demoCache{Limit: o.Limit, Goals: o.Goals, Seed: o.Seed, Demos: demos, Unsolved: unsolved})
+	data, err := json.Marshal(demoCache{Version: demoCacheVersion, Limit: o.Limit, Goals: o.Goals, Seed: o.Seed, Demos: demos, Unsolved: unsolved})
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}
@@ -138,6 +148,13 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		return nil, fmt.Errorf("train: loading the initial model: %w", err)
 	}
 	examples, err := Tokenize(lm, demos)
+	if err == nil && o.Masked {
+		var left int
+		left, err = ConstrainedSets(ctx, lm, o.ALFWorld, demos, examples)
+		if err == nil {
+			logf("constrained loss: the constraint's tokens at every plan token of %d examples (%d left unconstrained: their tokens leave it)", len(examples)-left, left)
+		}
+	}
 	lm.Close()
 	if err != nil {
 		return nil, err

@@ -111,6 +111,7 @@ type runner struct {
 	rows   int
 	x, sel []float32
 	target []float32
+	allow  []float32
 	gx     *G.Node            // the loss's gradient with respect to x
 	grad   map[*Param]*G.Node // and to each parameter
 }
@@ -126,7 +127,7 @@ func newRunner(p *Params, seq, rows int) (*runner, error) {
 		return nil, fmt.Errorf("train: gradients: %w", err)
 	}
 	r := &runner{p: p, gr: gr, rows: rows, vm: G.NewTapeMachine(gr.g),
-		sel: make([]float32, rows*seq), target: make([]float32, rows*p.Config.Vocab),
+		sel: make([]float32, rows*seq), target: make([]float32, rows*p.Config.Vocab), allow: make([]float32, rows*p.Config.Vocab),
 		gx: gs[0], grad: map[*Param]*G.Node{}}
 	for i, n := range gr.params {
 		for q, m := range gr.byParam {
@@ -158,11 +159,21 @@ func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, er
 	}
 	clear(r.sel)
 	clear(r.target)
+	clear(r.allow)
 	n := 0
 	// Position i predicts token i+1: rows for the plan's tokens.
 	for i := ex.PlanStart - 1; i+1 < len(ex.Tokens) && n < r.rows; i++ {
 		r.sel[n*seq+i] = 1
 		r.target[n*c.Vocab+int(ex.Tokens[i+1])] = w
+		if n < len(ex.Allowed) {
+			row := r.allow[n*c.Vocab : (n+1)*c.Vocab]
+			for j := range row {
+				row[j] = -1e9
+			}
+			for _, t := range ex.Allowed[n] {
+				row[t] = 0
+			}
+		}
 		n++
 	}
 	x := gather(r.p, ex.Tokens, seq)
@@ -171,7 +182,7 @@ func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, er
 		data []float32
 		rows int
 		cols int
-	}{{r.gr.x, x, seq, c.Dim}, {r.gr.sel, r.sel, r.rows, seq}, {r.gr.target, r.target, r.rows, c.Vocab}} {
+	}{{r.gr.x, x, seq, c.Dim}, {r.gr.sel, r.sel, r.rows, seq}, {r.gr.target, r.target, r.rows, c.Vocab}, {r.gr.allow, r.allow, r.rows, c.Vocab}} {
 		if err := G.Let(in.node, tensor.New(tensor.WithShape(in.rows, in.cols), tensor.WithBacking(in.data))); err != nil {
 			return 0, 0, fmt.Errorf("train: %w", err)
 		}

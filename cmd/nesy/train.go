@@ -85,6 +85,7 @@ demonstrations, reused by a later run with the same --limit, --goals and
 	f.StringVar(&o.Out, "out", "", "output folder (required)")
 	f.StringVar(&datasets, "datasets", "", "datasets folder (default $NESY_SHARED/datasets, else ../shared/datasets)")
 	f.IntVar(&o.Limit, "limit", 0, "use the first N training games only (0: all 200)")
+	f.BoolVar(&o.Masked, "masked", false, "loss over the tokens the constraint allows at each plan token (the distribution the planner uses), not the whole vocabulary")
 	f.IntVar(&o.Goals, "goals", 0, "further goals per training game, sampled on its scene over the six task types and demonstrated too")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
