@@ -19,6 +19,9 @@ type Options struct {
 	Steps     int     // optimiser steps
 	Batch     int     // sequences per step (gradients summed)
 	LR        float64 // peak learning rate (Adam); 0: 3e-3
+	// Clip bounds the global norm of a step's gradient (scaled down to it
+	// when larger); 0: DefaultClip, negative: no clipping.
+	Clip float64
 	Warmup    int     // steps of linear warm-up; 0: Steps/20
 	Seed      uint64  // data order (the weights' seed is NewParams')
 	EvalEvery int     // steps between held-out evaluations; 0: Steps/10
@@ -98,6 +101,32 @@ func (a *adam) step(p *Params, grads [][]float32, lr float64) {
 			q.Data[j] -= float32(lr * (mj / c1) / (math.Sqrt(vj/c2) + e))
 		}
 	}
+}
+
+// DefaultClip is the gradient norm Train clips to by default: without it
+// the 128-wide prior's held-out loss jumped from 0.6 to 3.1 nats at a peak
+// learning rate of 1e-3 (batch 4).
+const DefaultClip = 1.0
+
+// clipGrads scales grads down to a global norm of at most clip and returns
+// their norm before.
+func clipGrads(grads [][]float32, clip float64) float64 {
+	sum := 0.0
+	for _, g := range grads {
+		for _, v := range g {
+			sum += float64(v) * float64(v)
+		}
+	}
+	norm := math.Sqrt(sum)
+	if clip > 0 && norm > clip {
+		f := float32(clip / norm)
+		for _, g := range grads {
+			for j := range g {
+				g[j] *= f
+			}
+		}
+	}
+	return norm
 }
 
 // bucket rounds the training graphs' positions up to a multiple of it.
@@ -229,6 +258,9 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	if o.LR == 0 {
 		o.LR = 3e-3
 	}
+	if o.Clip == 0 {
+		o.Clip = DefaultClip
+	}
 	if o.Warmup == 0 {
 		o.Warmup = max(1, o.Steps/20)
 	}
@@ -352,6 +384,7 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 			}
 			sum += l
 		}
+		clipGrads(grads, o.Clip)
 		opt.step(p, grads, lr(o, step))
 		res.Train = append(res.Train, Point{step + 1, sum})
 		if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -211,4 +212,30 @@ func tinyPrior(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, *models
 	}
 	t.Cleanup(func() { lm.Close() })
 	return tok, lm
+}
+
+// TestClipGrads: gradients over the bound are scaled to it, direction
+// kept; those under it are left alone.
+func TestClipGrads(t *testing.T) {
+	for _, tc := range []struct {
+		clip, norm float64
+		want       []float32
+	}{
+		{clip: 1, norm: 5, want: []float32{0.6, 0, -0.8}},
+		{clip: 10, norm: 5, want: []float32{3, 0, -4}},
+		{clip: -1, norm: 5, want: []float32{3, 0, -4}},
+	} {
+		g := [][]float32{{3, 0}, {-4}}
+		norm := clipGrads(g, tc.clip)
+		got := append(append([]float32(nil), g[0]...), g[1]...)
+		if math.Abs(norm-tc.norm) > 1e-9 {
+			t.Errorf("clip %g: norm %g, want %g", tc.clip, norm, tc.norm)
+		}
+		for i := range got {
+			if math.Abs(float64(got[i]-tc.want[i])) > 1e-6 {
+				t.Errorf("clip %g: %v, want %v", tc.clip, got, tc.want)
+				break
+			}
+		}
+	}
 }

@@ -22,7 +22,7 @@ func newTrainCmd() *cobra.Command {
 		datasets                string
 		layers, dim, heads, ffn int
 		steps, batch, evalEvery int
-		lr                      float64
+		lr, clip                float64
 		resume, quiet           bool
 	)
 	cmd := &cobra.Command{
@@ -58,7 +58,7 @@ demonstrations, reused by a later run with the same --limit, --goals and
 			}
 			o.ALFWorld = filepath.Join(ds, "alfworld", "valid_train")
 			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn}
-			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume}
+			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume}
 			errw := cmd.ErrOrStderr()
 			o.Log = func(format string, a ...any) { fmt.Fprintf(errw, "nesy train: "+format+"\n", a...) }
 			bar := newTrainBar(errw, steps, quiet)
@@ -91,6 +91,7 @@ demonstrations, reused by a later run with the same --limit, --goals and
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
 	f.IntVar(&batch, "batch", 4, "demonstrations per step")
 	f.Float64Var(&lr, "lr", 3e-3, "peak learning rate (Adam, warm-up then cosine decay)")
+	f.Float64Var(&clip, "clip", train.DefaultClip, "clip each step's gradient to this global norm (negative: no clipping)")
 	f.IntVar(&evalEvery, "eval-every", 0, "steps between held-out evaluations and checkpoints (0: steps/10)")
 	f.BoolVar(&resume, "resume", false, "continue from DIR/checkpoint.gob")
 	f.IntVar(&layers, "layers", 2, "transformer blocks")
