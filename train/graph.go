@@ -108,9 +108,11 @@ func newGraph(p *Params, seq, rows int, withLoss bool) (*graph, error) {
 		return must(G.Add(must(G.HadamardProd(x, cs)), must(G.HadamardProd(must(G.Mul(x, rotN)), sn))))
 	}
 	rmsNorm := func(x *G.Node, w *G.Node, n int) *G.Node {
-		ms := must(G.Mul(must(G.Square(x)), meanD))         // n x 1
-		r := must(G.InverseSqrt(must(G.Add(ms, epsN))))     // n x 1
-		y := must(G.HadamardProd(x, must(G.Mul(r, onesD)))) // n x dim
+		ms := must(G.Mul(must(G.Square(x)), meanD)) // n x 1
+		// 1/sqrt as Inverse(Sqrt): gorgonia v0.9.18's InverseSqrt has a
+		// wrong derivative (-g/(2y^3) for -g*y^3/2), TestGradients.
+		r := must(G.Inverse(must(G.Sqrt(must(G.Add(ms, epsN)))))) // n x 1
+		y := must(G.HadamardProd(x, must(G.Mul(r, onesD))))       // n x dim
 		ones := onesT
 		if n != seq {
 			ones = constant("ones_rows", n, 1, fill(n, 1))
