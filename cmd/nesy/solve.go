@@ -13,19 +13,22 @@ import (
 )
 
 // solveJSON is the --json output of nesy solve (the CLI contract: solved,
-// plan, expanded, seconds; the rest are extras).
+// plan, expanded, seconds; the rest are extras). Seconds is the whole
+// command (parse, ground, heuristic set-up and search); SearchSeconds is
+// the search alone, the denominator of evaluations per second.
 type solveJSON struct {
-	Solved    bool     `json:"solved"`
-	Plan      []string `json:"plan"`
-	Expanded  int      `json:"expanded"`
-	Seconds   float64  `json:"seconds"`
-	Status    string   `json:"status"`
-	Cost      int      `json:"cost"`
-	Generated int      `json:"generated"`
-	Evaluated int      `json:"evaluated"`
-	Search    string   `json:"search"`
-	Heuristic string   `json:"heuristic"`
-	Error     string   `json:"error,omitempty"`
+	Solved        bool     `json:"solved"`
+	Plan          []string `json:"plan"`
+	Expanded      int      `json:"expanded"`
+	Seconds       float64  `json:"seconds"`
+	SearchSeconds float64  `json:"search_seconds"`
+	Status        string   `json:"status"`
+	Cost          int      `json:"cost"`
+	Generated     int      `json:"generated"`
+	Evaluated     int      `json:"evaluated"`
+	Search        string   `json:"search"`
+	Heuristic     string   `json:"heuristic"`
+	Error         string   `json:"error,omitempty"`
 }
 
 func newSolveCmd() *cobra.Command {
@@ -118,6 +121,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			}
 			res.Status, res.Cost = r.Status.String(), r.Cost
 			res.Expanded, res.Generated, res.Evaluated = r.Expanded, r.Generated, r.Evaluated
+			res.SearchSeconds = r.Elapsed.Seconds()
 			if r.Status != search.Solved {
 				return report(1)
 			}
