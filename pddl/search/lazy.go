@@ -27,16 +27,16 @@ func (s *searcher) lazy() Result {
 	s.pushSuccessors(root, h0)
 	best := h0
 	var turns [2]int
-	for s.open.len() > 0 || s.prefOpen.len() > 0 {
+	for s.greedy.len() > 0 || s.greedyPref.len() > 0 {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
 		}
-		var e openEntry
-		if s.pref != nil && s.prefOpen.len() > 0 && (turns[1] < turns[0] || s.open.len() == 0) {
-			e = s.prefOpen.pop()
+		var e greedyEntry
+		if s.pref != nil && s.greedyPref.len() > 0 && (turns[1] < turns[0] || s.greedy.len() == 0) {
+			e = s.greedyPref.pop()
 			turns[1]++
 		} else {
-			e = s.open.pop()
+			e = s.greedy.pop()
 			turns[0]++
 		}
 		parent, a := e.node, int(e.action)
@@ -113,15 +113,14 @@ func (s *searcher) pushSuccessors(n int32, hv float64) {
 	if s.pref != nil {
 		for _, a := range s.buf {
 			if s.preferred[a] {
-				e := openEntry{key1: hv, node: n, action: int32(a)}
-				s.prefOpen.push(e)
-				s.open.push(e)
+				s.greedyPref.push(hv, n, int32(a))
+				s.greedy.push(hv, n, int32(a))
 			}
 		}
 	}
 	for _, a := range s.buf {
 		if s.pref == nil || !s.preferred[a] {
-			s.open.push(openEntry{key1: hv, node: n, action: int32(a)})
+			s.greedy.push(hv, n, int32(a))
 		}
 	}
 }
