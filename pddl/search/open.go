@@ -10,30 +10,59 @@ const maxBucketKey = 1 << 16
 // action to apply to it (-1 in eager GBFS).
 type greedyEntry struct{ node, action int32 }
 
-// fifo is a first-in first-out queue of greedyEntry.
+// fifoBlock is the number of entries in one block of a fifo.
+const fifoBlock = 1024
+
+// fifo is a first-in first-out queue of greedyEntry in fixed-size blocks,
+// so a growing queue never copies its entries (a bucket of a lazy search
+// can hold millions) and a drained block is reused through free.
 type fifo struct {
-	items []greedyEntry
-	head  int
+	blocks [][]greedyEntry // entries: blocks[0][head:], blocks[1], ...
+	head   int
 }
 
-func (q *fifo) push(e greedyEntry) { q.items = append(q.items, e) }
+// blockPool holds drained blocks for reuse by the fifos of one open list.
+type blockPool struct{ free [][]greedyEntry }
 
-func (q *fifo) pop() greedyEntry {
-	e := q.items[q.head]
+func (p *blockPool) get() []greedyEntry {
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b[:0]
+	}
+	return make([]greedyEntry, 0, fifoBlock)
+}
+
+func (q *fifo) push(e greedyEntry, p *blockPool) {
+	n := len(q.blocks)
+	if n == 0 || len(q.blocks[n-1]) == fifoBlock {
+		q.blocks = append(q.blocks, p.get())
+		n++
+	}
+	q.blocks[n-1] = append(q.blocks[n-1], e)
+}
+
+// pop removes and returns the first entry. The queue must not be empty.
+func (q *fifo) pop(p *blockPool) greedyEntry {
+	b := q.blocks[0]
+	e := b[q.head]
 	q.head++
-	switch {
-	case q.head == len(q.items):
-		q.items, q.head = q.items[:0], 0
-	case q.head >= 1024 && 2*q.head >= len(q.items):
-		// Drop the popped prefix so a bucket that never drains does not
-		// keep it.
-		n := copy(q.items, q.items[q.head:])
-		q.items, q.head = q.items[:n], 0
+	if q.head == len(b) {
+		q.head = 0
+		if len(q.blocks) == 1 {
+			q.blocks[0] = b[:0]
+		} else {
+			p.free = append(p.free, b)
+			q.blocks[0] = nil
+			q.blocks = q.blocks[1:]
+		}
 	}
 	return e
 }
 
-func (q *fifo) empty() bool { return q.head == len(q.items) }
+func (q *fifo) empty() bool {
+	return len(q.blocks) == 0 || (len(q.blocks) == 1 && q.head == len(q.blocks[0]))
+}
 
 // greedyOpen is the open list of the greedy searches (GBFS and lazy GBFS):
 // entries come out by increasing key, first in first out among equal keys,
@@ -46,6 +75,7 @@ type greedyOpen struct {
 	min     int // no non-empty bucket below min
 	n       int // entries in buckets
 	other   openList
+	pool    blockPool
 }
 
 func (o *greedyOpen) len() int { return o.n + o.other.len() }
@@ -56,7 +86,7 @@ func (o *greedyOpen) push(key float64, node, action int32) {
 		for len(o.buckets) <= k {
 			o.buckets = append(o.buckets, fifo{})
 		}
-		o.buckets[k].push(greedyEntry{node, action})
+		o.buckets[k].push(greedyEntry{node, action}, &o.pool)
 		if k < o.min {
 			o.min = k
 		}
@@ -76,7 +106,7 @@ func (o *greedyOpen) pop() greedyEntry {
 		// they never equal a bucket's key.
 		if o.other.len() == 0 || float64(o.min) < o.other.items[0].key1 {
 			o.n--
-			return o.buckets[o.min].pop()
+			return o.buckets[o.min].pop(&o.pool)
 		}
 	}
 	e := o.other.pop()

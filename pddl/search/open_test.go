@@ -42,30 +42,43 @@ func TestGreedyOpenOrder(t *testing.T) {
 	}
 }
 
-// TestFIFOCompaction checks that a bucket which never drains keeps its
-// order while its popped prefix is dropped: the prefix never outgrows both
-// 1024 entries and the queued ones, whether the queue grows (two pushes a
-// pop) or holds steady (one push a pop).
-func TestFIFOCompaction(t *testing.T) {
+// TestFIFOBlocks checks that a queue which never drains keeps its order
+// and holds no more blocks than its entries need, whether it grows (two
+// pushes a pop) or holds steady (one push a pop), and that drained blocks
+// are reused.
+func TestFIFOBlocks(t *testing.T) {
 	for _, pushes := range []int{2, 1} {
 		var q fifo
+		var p blockPool
 		next, want := int32(0), int32(0)
 		for i := 0; i < 5000; i++ {
-			q.push(greedyEntry{node: next})
+			q.push(greedyEntry{node: next}, &p)
 			next++
 		}
 		for i := 0; i < 20000; i++ {
 			for j := 0; j < pushes; j++ {
-				q.push(greedyEntry{node: next})
+				q.push(greedyEntry{node: next}, &p)
 				next++
 			}
-			if e := q.pop(); e.node != want {
+			if e := q.pop(&p); e.node != want {
 				t.Fatalf("%d pushes a pop: popped %d, want %d", pushes, e.node, want)
 			}
 			want++
-			if live := len(q.items) - q.head; live != int(next-want) || q.head > max(1024, live) {
-				t.Fatalf("%d pushes a pop, step %d: head %d, %d items, want %d queued and a prefix of at most max(1024, queued)", pushes, i, q.head, len(q.items), next-want)
+			if live := int(next - want); len(q.blocks) > live/fifoBlock+2 {
+				t.Fatalf("%d pushes a pop, step %d: %d blocks for %d entries", pushes, i, len(q.blocks), live)
 			}
+		}
+		if pushes == 1 && len(p.free) > 1 {
+			t.Fatalf("steady queue: %d free blocks, want drained blocks reused", len(p.free))
+		}
+		for !q.empty() {
+			if e := q.pop(&p); e.node != want {
+				t.Fatalf("drain: popped %d, want %d", e.node, want)
+			}
+			want++
+		}
+		if want != next {
+			t.Fatalf("drained %d of %d entries", want, next)
 		}
 	}
 }
