@@ -197,8 +197,9 @@ func (r *relaxed) preInState(sc *scratch, o, a int32) bool {
 }
 
 // Helpful appends to buf the actions of the relaxed plan from s that are
-// applicable in s (FF's helpful actions, Fast Downward's preferred
-// operators), in increasing id order.
+// applicable in s (FF's helpful actions; Fast Downward's preferred
+// operators, which also need the planned conditional effect to fire, are
+// Preferred), in increasing id order.
 func (h *FF) Helpful(s pddl.State, buf []int) []int {
 	start := len(buf)
 	buf, _, dead := h.RelaxedPlan(s, buf)

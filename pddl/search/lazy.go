@@ -66,8 +66,8 @@ func (s *searcher) lazy() Result {
 
 // evalLazy evaluates node n's state and, with preferred operators, marks
 // its preferred actions in s.preferred (one relaxed plan serves both when
-// the heuristic is the preference's h_FF). With h_FF these are Fast
-// Downward's preferred operators (heuristic.FF.Preferred): an action whose
+// the heuristic is the preference's h_FF). These are Fast Downward's
+// preferred operators (heuristic.FF.Preferred): an action whose
 // conditional effect in the relaxed plan would not fire in the state is
 // not preferred. Flashfill p02 needed this: with every applicable relaxed
 // plan action preferred (FF's helpful actions), lazy search went past
@@ -83,26 +83,28 @@ func (s *searcher) evalLazy(n int32) (float64, bool) {
 	}
 	var hv float64
 	var dead bool
+	var plan []int
 	if ff, ok := s.h.(*heuristic.FF); ok && ff == s.pref {
 		s.res.Evaluated++
-		var plan []int
 		plan, hv, dead = ff.Preferred(st, s.helpful[:0])
 		if dead {
 			s.res.DeadEnds++
 			s.helpful = plan[:0]
 			return hv, true
 		}
-		s.helpful = plan[:0]
-		for _, a := range plan {
-			if s.t.IsApplicable(st, a) {
-				s.helpful = append(s.helpful, a)
-			}
-		}
 	} else {
 		if hv, dead = s.eval(st); dead {
 			return hv, true
 		}
-		s.helpful = s.pref.Helpful(st, s.helpful[:0])
+		plan, _, _ = s.pref.Preferred(st, s.helpful[:0])
+	}
+	// Preferred operators are applicable but for negated derived
+	// conditions, which the relaxation drops.
+	s.helpful = plan[:0]
+	for _, a := range plan {
+		if s.t.IsApplicable(st, a) {
+			s.helpful = append(s.helpful, a)
+		}
 	}
 	for _, a := range s.helpful {
 		s.preferred[a] = true

@@ -68,8 +68,8 @@ type Options struct {
 	// those successors, the two lists are taken from in turn, and the
 	// preferred list gets 1000 extra turns whenever a state with a new best
 	// h is found. Helpful actions come from Heuristic when it is an
-	// *heuristic.FF, else from an h_FF built for the task. Lazy GBFS with
-	// h_FF takes Fast Downward's preferred operators instead
+	// *heuristic.FF, else from an h_FF built for the task. Lazy GBFS takes
+	// Fast Downward's preferred operators instead
 	// (heuristic.FF.Preferred: the helpful actions whose relaxed plan
 	// effect fires in the state). Ignored by A*.
 	PreferredOperators bool
