@@ -12,8 +12,8 @@ TO=${3:-60}
 DS=${4:-../shared/datasets}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "| domain | problem | solved | plan length | wall s (parse+ground+search) | search s | expanded | evaluated | nesy validate |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| domain | problem | solved | plan length | wall s (parse+ground+search) | search s | expanded | evaluated | evaluations/s | nesy validate |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for dir in "$DS"/ipc-adl/*/; do
 	dom=$(basename "$dir")
 	# Smallest problems first (the grounding test's order).
@@ -31,12 +31,16 @@ import json, sys
 try:
     d = json.load(open(sys.argv[1]))
 except Exception:
-    print("error\t-\t-\t-\t-"); sys.exit()
+    print("error\t-\t-\t-\t-\t-"); sys.exit()
 open(sys.argv[2], "w").write("\n".join(d.get("plan") or []) + "\n")
-print("%s\t%s\t%.2f\t%s\t%s" % ("yes" if d.get("solved") else d.get("status", "no"),
-      len(d.get("plan") or []) if d.get("solved") else "-", d.get("seconds", 0), d.get("expanded", "-"), d.get("evaluated", "-")))
+# search_seconds is the search alone (seconds is the whole command).
+ss = d.get("search_seconds", 0)
+ev = d.get("evaluated")
+print("%s\t%s\t%.2f\t%s\t%s\t%s" % ("yes" if d.get("solved") else d.get("status", "no"),
+      len(d.get("plan") or []) if d.get("solved") else "-", ss, d.get("expanded", "-"), ev if ev is not None else "-",
+      "%.0f" % (ev / ss) if ev and ss > 0.01 else "-"))
 PY
-		IFS=$'\t' read -r solved len secs exp ev <"$tmp/row.txt"
+		IFS=$'\t' read -r solved len secs exp ev evs <"$tmp/row.txt"
 		val="-"
 		if [ "$solved" = yes ]; then
 			if "$NESY" validate --domain "$d" --problem "$dir/$p" --plan "$tmp/plan.txt" >/dev/null 2>&1; then
@@ -47,6 +51,6 @@ PY
 		elif [ "$solved" = error ]; then
 			solved="error: $(head -c 150 "$tmp/err.txt" | tr '\n|' '  ')"
 		fi
-		printf '| %s | %s | %s | %s | %.1f | %s | %s | %s | %s |\n' "$dom" "$p" "$solved" "$len" "$wall" "$secs" "$exp" "$ev" "$val"
+		printf '| %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s |\n' "$dom" "$p" "$solved" "$len" "$wall" "$secs" "$exp" "$ev" "$evs" "$val"
 	done
 done

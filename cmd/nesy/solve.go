@@ -13,19 +13,22 @@ import (
 )
 
 // solveJSON is the --json output of nesy solve (the CLI contract: solved,
-// plan, expanded, seconds; the rest are extras).
+// plan, expanded, seconds; the rest are extras). Seconds is the whole
+// command (parse, ground, heuristic set-up and search); SearchSeconds is
+// the search alone, the denominator of evaluations per second.
 type solveJSON struct {
-	Solved    bool     `json:"solved"`
-	Plan      []string `json:"plan"`
-	Expanded  int      `json:"expanded"`
-	Seconds   float64  `json:"seconds"`
-	Status    string   `json:"status"`
-	Cost      int      `json:"cost"`
-	Generated int      `json:"generated"`
-	Evaluated int      `json:"evaluated"`
-	Search    string   `json:"search"`
-	Heuristic string   `json:"heuristic"`
-	Error     string   `json:"error,omitempty"`
+	Solved        bool     `json:"solved"`
+	Plan          []string `json:"plan"`
+	Expanded      int      `json:"expanded"`
+	Seconds       float64  `json:"seconds"`
+	SearchSeconds float64  `json:"search_seconds"`
+	Status        string   `json:"status"`
+	Cost          int      `json:"cost"`
+	Generated     int      `json:"generated"`
+	Evaluated     int      `json:"evaluated"`
+	Search        string   `json:"search"`
+	Heuristic     string   `json:"heuristic"`
+	Error         string   `json:"error,omitempty"`
 }
 
 func newSolveCmd() *cobra.Command {
@@ -118,6 +121,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			}
 			res.Status, res.Cost = r.Status.String(), r.Cost
 			res.Expanded, res.Generated, res.Evaluated = r.Expanded, r.Generated, r.Evaluated
+			res.SearchSeconds = r.Elapsed.Seconds()
 			if r.Status != search.Solved {
 				return report(1)
 			}
@@ -145,7 +149,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f.BoolVar(&asJSON, "json", false, `print {"solved":bool,"plan":[...],"expanded":N,"seconds":x,...}`)
 	f.BoolVar(&unit, "unit-cost", false, "count every action as cost 1 even when the domain declares action costs")
 	f.Float64Var(&weight, "weight", 1, "astar only: f = g + weight*h (weighted A*; plans within weight times optimal with an admissible heuristic)")
-	f.BoolVar(&prf, "preferred", false, "gbfs and lazy: favour successors reached by FF's helpful actions (a boosted second open list)")
+	f.BoolVar(&prf, "preferred", false, "gbfs and lazy: favour successors reached by preferred operators (a boosted second open list): FF's helpful actions in gbfs, Fast Downward's preferred operators in lazy")
 	f.IntVar(&maxExp, "max-expansions", 0, "stop after this many expansions (0: no limit)")
 	f.IntVar(&maxStates, "max-states", 0, "stop once this many distinct states are stored, a memory bound (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")

@@ -102,11 +102,12 @@ func TestSolveCLI(t *testing.T) {
 			Plan     []string `json:"plan"`
 			Expanded *int     `json:"expanded"`
 			Seconds  *float64 `json:"seconds"`
+			Search   *float64 `json:"search_seconds"`
 		}
 		if err := json.Unmarshal([]byte(jout), &res); err != nil || code != 0 {
 			t.Fatalf("%v --json: exit %d, %v: %q", c, code, err, jout)
 		}
-		if !res.Solved || res.Expanded == nil || res.Seconds == nil || len(res.Plan) != n {
+		if !res.Solved || res.Expanded == nil || res.Seconds == nil || res.Search == nil || *res.Search > *res.Seconds || len(res.Plan) != n {
 			t.Errorf("%v --json: %s", c, jout)
 		}
 		validates(t, d, p, strings.Join(res.Plan, "\n"))

@@ -133,9 +133,73 @@ func (h *FF) RelaxedPlan(s pddl.State, buf []int) (plan []int, cost float64, dea
 	return buf, float64(c), false
 }
 
+// Preferred appends to buf Fast Downward's preferred operators in s: the
+// actions with an operator in the relaxed plan all of whose preconditions
+// hold in s. For an action with conditional effects the relaxed plan may
+// use one of them, and then its condition counts as a precondition: an
+// action that is applicable but whose effect in the plan would not fire in
+// s is not preferred (FD's unary operator for the effect has the condition
+// among its preconditions), unlike in Helpful. The actions are in relaxed
+// plan order, each once; cost and deadEnd are as in RelaxedPlan.
+func (h *FF) Preferred(s pddl.State, buf []int) (pref []int, cost float64, deadEnd bool) {
+	r := h.r
+	sc := r.getScratch()
+	defer r.putScratch(sc)
+	r.collectInit(s, sc)
+	if r.explore(sc, false, true, r.cost) >= inf {
+		return buf, math.Inf(1), true
+	}
+	c := r.extractPlan(sc)
+	planEp := sc.epoch // facts the plan needs have factMark == planEp
+	ep := sc.nextEpoch()
+	for _, o := range sc.planOps {
+		a := r.action[o]
+		if a < 0 || sc.actMark[a] == ep || !r.supportsNeeded(sc, o, planEp) || !r.preInState(sc, o, a) {
+			continue
+		}
+		sc.actMark[a] = ep
+		buf = append(buf, int(a))
+	}
+	return buf, float64(c), false
+}
+
+// supportsNeeded reports whether operator o is the plan's supporter of a
+// fact the plan needs other than an auxiliary applied(a) fact: an action's
+// main operator that is in the plan only to enable its conditional effects
+// has no counterpart among Fast Downward's unary operators.
+func (r *relaxed) supportsNeeded(sc *scratch, o int32, planEp uint32) bool {
+	auxLo := int32(r.nTaskFacts + len(r.negOf))
+	for _, f := range r.add[r.addStart[o]:r.addStart[o+1]] {
+		if (f < auxLo || f >= r.trueFact) && sc.factMark[f] == planEp && sc.sup[f] == o {
+			return true
+		}
+	}
+	return false
+}
+
+// preInState reports whether every precondition of operator o of action a
+// held in the evaluated state (its facts are the exploration's sources,
+// with no supporter). An auxiliary fact applied(a) counts as holding when
+// it was reached by a's main operator and that operator's preconditions
+// held.
+func (r *relaxed) preInState(sc *scratch, o, a int32) bool {
+	auxLo := int32(r.nTaskFacts + len(r.negOf))
+	for _, p := range r.pre[r.preStart[o]:r.preStart[o+1]] {
+		sp := sc.sup[p]
+		if sp < 0 {
+			continue
+		}
+		if p < auxLo || p >= r.trueFact || r.action[sp] != a || sp == o || !r.preInState(sc, sp, a) {
+			return false
+		}
+	}
+	return true
+}
+
 // Helpful appends to buf the actions of the relaxed plan from s that are
-// applicable in s (FF's helpful actions, Fast Downward's preferred
-// operators), in increasing id order.
+// applicable in s (FF's helpful actions; Fast Downward's preferred
+// operators, which also need the planned conditional effect to fire, are
+// Preferred), in increasing id order.
 func (h *FF) Helpful(s pddl.State, buf []int) []int {
 	start := len(buf)
 	buf, _, dead := h.RelaxedPlan(s, buf)

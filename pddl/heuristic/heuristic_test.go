@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -410,6 +411,96 @@ func TestHelpful(t *testing.T) {
 		}
 		if !task.GoalReached(s) && len(help) == 0 {
 			t.Fatalf("no helpful action in a non-goal state; relaxed plan %v", plan)
+		}
+	}
+}
+
+// TestPreferredConditional checks Fast Downward's preferred operators on
+// hand-made tasks with conditional effects: an applicable action whose
+// effect in the relaxed plan needs a condition that does not hold yet is
+// helpful (FF) but not preferred (FD), with one conditional effect (merged
+// into one relaxed operator) and with two (the applied(a) compilation).
+func TestPreferredConditional(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cHolds   bool
+		twoConds bool
+		want     string // preferred actions
+		helpful  string
+	}{
+		{"one effect, condition false", false, false, "setc", "flip setc"},
+		{"one effect, condition true", true, false, "flip", "flip"},
+		{"two effects, condition false", false, true, "setc", "flip setc"},
+		{"two effects, condition true", true, true, "flip", "flip"},
+	} {
+		b := heuristictest.NewBuilder("d", "cond")
+		r, cf, g, k, h := b.Fact("r"), b.Fact("c"), b.Fact("g"), b.Fact("k"), b.Fact("h")
+		flip := b.Action("flip", nil, []int{r}, nil, nil)
+		flip.Cond = []pddl.CondEffect{{Cond: pddl.Conj{Pos: []int{cf}}, Add: []int{g}}}
+		if c.twoConds {
+			flip.Cond = append(flip.Cond, pddl.CondEffect{Cond: pddl.Conj{Pos: []int{k}}, Add: []int{h}})
+		}
+		b.Action("setc", nil, []int{r}, []int{cf}, nil)
+		if c.cHolds {
+			b.Init(r, k, cf)
+		} else {
+			b.Init(r, k)
+		}
+		b.Goal(pddl.Conj{Pos: []int{g}})
+		task := b.Task()
+		hf, err := heuristic.New("ff", task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ff := hf.(*heuristic.FF)
+		names := func(ids []int) string {
+			var out []string
+			for _, a := range ids {
+				out = append(out, task.Actions[a].Name)
+			}
+			slices.Sort(out)
+			return strings.Join(out, " ")
+		}
+		pref, cost, dead := ff.Preferred(task.Init, nil)
+		wantCost := 2.0
+		if c.cHolds {
+			wantCost = 1
+		}
+		if dead || cost != wantCost || names(pref) != c.want {
+			t.Errorf("%s: Preferred = [%s], cost %v, dead %v; want [%s], cost %v", c.name, names(pref), cost, dead, c.want, wantCost)
+		}
+		if got := names(ff.Helpful(task.Init, nil)); got != c.helpful {
+			t.Errorf("%s: Helpful = [%s], want [%s]", c.name, got, c.helpful)
+		}
+	}
+}
+
+// TestPreferredSubsetOfHelpful checks on gripper states that FD's preferred
+// operators are helpful actions with the relaxed plan's cost.
+func TestPreferredSubsetOfHelpful(t *testing.T) {
+	task := heuristictest.Gripper(4)
+	h, err := heuristic.New("ff", task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := h.(*heuristic.FF)
+	for _, s := range heuristictest.RandomWalkStates(task, 50, 10, rand.New(rand.NewPCG(5, 6))) {
+		_, cost, _ := ff.RelaxedPlan(s, nil)
+		pref, pcost, dead := ff.Preferred(s, nil)
+		if dead || pcost != cost {
+			t.Fatalf("Preferred cost %v dead %v, RelaxedPlan cost %v", pcost, dead, cost)
+		}
+		help := map[int]bool{}
+		for _, a := range ff.Helpful(s, nil) {
+			help[a] = true
+		}
+		for _, a := range pref {
+			if !help[a] {
+				t.Fatalf("preferred %s is not helpful", task.Actions[a].String())
+			}
+		}
+		if !task.GoalReached(s) && len(pref) == 0 {
+			t.Fatal("no preferred action in a non-goal state")
 		}
 	}
 }

@@ -68,7 +68,10 @@ type Options struct {
 	// those successors, the two lists are taken from in turn, and the
 	// preferred list gets 1000 extra turns whenever a state with a new best
 	// h is found. Helpful actions come from Heuristic when it is an
-	// *heuristic.FF, else from an h_FF built for the task. Ignored by A*.
+	// *heuristic.FF, else from an h_FF built for the task. Lazy GBFS takes
+	// Fast Downward's preferred operators instead
+	// (heuristic.FF.Preferred: the helpful actions whose relaxed plan
+	// effect fires in the state). Ignored by A*.
 	PreferredOperators bool
 }
 
@@ -204,24 +207,37 @@ type searcher struct {
 	deadline time.Time
 	costs    []int64
 	nodes    *nodeStore
-	open     openList
+	open     openList   // A*
+	greedy   greedyOpen // GBFS and lazy GBFS
 	res      Result
 	buf      []int
+	// polls counts stop calls; the clock and the context are read every
+	// pollEvery calls.
+	polls int
 
-	// Preferred operators (GBFS only; nil pref when off).
-	pref      *heuristic.FF
-	prefOpen  openList
-	preferred []bool // preferred[a] during one expansion
-	helpful   []int
+	// Preferred operators (GBFS and lazy GBFS; nil pref when off).
+	pref       *heuristic.FF
+	greedyPref greedyOpen
+	preferred  []bool // preferred[a] during one expansion
+	helpful    []int
 }
+
+// pollEvery is how often (in stop calls, about one per expansion) the
+// searches read the clock and the context: a few microseconds apart on the
+// smallest tasks, so timeouts and cancellation stay prompt, while the
+// clock no longer costs several percent of a fast search.
+const pollEvery = 16
 
 // stop returns the status that ends the search now, if any.
 func (s *searcher) stop() (Status, bool) {
-	if s.ctx.Err() != nil {
-		return Canceled, true
-	}
-	if !s.deadline.IsZero() && time.Now().After(s.deadline) {
-		return TimeLimit, true
+	s.polls++
+	if s.polls%pollEvery == 1 {
+		if s.ctx.Err() != nil {
+			return Canceled, true
+		}
+		if !s.deadline.IsZero() && time.Now().After(s.deadline) {
+			return TimeLimit, true
+		}
 	}
 	if s.opts.MaxExpansions > 0 && s.res.Expanded >= s.opts.MaxExpansions {
 		return ExpansionLimit, true
@@ -276,24 +292,24 @@ func (s *searcher) gbfs() Result {
 	if dead {
 		return s.end(Unsolvable)
 	}
-	s.open.push(openEntry{key1: h0, node: root})
+	s.greedy.push(h0, root, -1)
 	best := h0
 	// Turns taken from the all-states list [0] and the preferred list [1];
 	// the list with fewer turns goes next.
 	var turns [2]int
 	if s.pref != nil {
-		s.prefOpen.push(openEntry{key1: h0, node: root})
+		s.greedyPref.push(h0, root, -1)
 	}
-	for s.open.len() > 0 {
+	for s.greedy.len() > 0 {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
 		}
-		var e openEntry
-		if s.pref != nil && s.prefOpen.len() > 0 && turns[1] < turns[0] {
-			e = s.prefOpen.pop()
+		var e greedyEntry
+		if s.pref != nil && s.greedyPref.len() > 0 && turns[1] < turns[0] {
+			e = s.greedyPref.pop()
 			turns[1]++
 		} else {
-			e = s.open.pop()
+			e = s.greedy.pop()
 			turns[0]++
 		}
 		n := e.node
@@ -329,9 +345,9 @@ func (s *searcher) gbfs() Result {
 				s.nodes.closed[m] = true
 				continue
 			}
-			s.open.push(openEntry{key1: hv, node: m})
+			s.greedy.push(hv, m, -1)
 			if s.pref != nil && s.preferred[a] {
-				s.prefOpen.push(openEntry{key1: hv, node: m})
+				s.greedyPref.push(hv, m, -1)
 			}
 			if hv < best {
 				best = hv
