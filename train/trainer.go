@@ -16,15 +16,15 @@ import (
 
 // Options configure Train.
 type Options struct {
-	Steps     int     // optimiser steps
-	Batch     int     // sequences per step (gradients summed)
-	LR        float64 // peak learning rate (Adam); 0: 3e-3
+	Steps int     // optimiser steps
+	Batch int     // sequences per step (gradients summed)
+	LR    float64 // peak learning rate (Adam); 0: 3e-3
 	// Clip bounds the global norm of a step's gradient (scaled down to it
 	// when larger); 0: DefaultClip, negative: no clipping.
-	Clip float64
-	Warmup    int     // steps of linear warm-up; 0: Steps/20
-	Seed      uint64  // data order (the weights' seed is NewParams')
-	EvalEvery int     // steps between held-out evaluations; 0: Steps/10
+	Clip      float64
+	Warmup    int    // steps of linear warm-up; 0: Steps/20
+	Seed      uint64 // data order (the weights' seed is NewParams')
+	EvalEvery int    // steps between held-out evaluations; 0: Steps/10
 	// Seq is the positions of the training graph: longer examples are
 	// left out (counted in Result.Skipped).
 	Seq int
