@@ -57,6 +57,20 @@ func typeWord(t string) string { return strings.ToLower(strings.TrimSuffix(t, "T
 // and rewrite; other fields are kept as they are.
 type gameFile map[string]json.RawMessage
 
+// readGame parses a game.tw-pddl file's data and returns it with its PDDL
+// problem.
+func readGame(data []byte) (gameFile, string, error) {
+	var g gameFile
+	if err := json.Unmarshal(data, &g); err != nil {
+		return nil, "", fmt.Errorf("train: reading the game: %w", err)
+	}
+	prob, err := g.str("pddl_problem")
+	if err != nil {
+		return nil, "", err
+	}
+	return g, prob, nil
+}
+
 func (g gameFile) str(key string) (string, error) {
 	raw, ok := g[key]
 	if !ok {
@@ -77,11 +91,7 @@ func (g gameFile) str(key string) (string, error) {
 // it (canContain), or a lamp for look_at_obj_in_light. Each is phrased in
 // one of ALFWorld's two ways, chosen by rng.
 func SceneGoals(data []byte, rng *rand.Rand) ([]Goal, error) {
-	var g gameFile
-	if err := json.Unmarshal(data, &g); err != nil {
-		return nil, fmt.Errorf("train: reading the game: %w", err)
-	}
-	prob, err := g.str("pddl_problem")
+	_, prob, err := readGame(data)
 	if err != nil {
 		return nil, err
 	}
@@ -199,11 +209,7 @@ var taskRule = regexp.MustCompile(`("task"\s*:\s*\[\s*\{\s*"rhs"\s*:\s*")([^"]*)
 // WithGoal returns the game.tw-pddl file data with its problem's goal and
 // its grammar's task replaced by goal's.
 func WithGoal(data []byte, goal Goal) ([]byte, error) {
-	var g gameFile
-	if err := json.Unmarshal(data, &g); err != nil {
-		return nil, fmt.Errorf("train: reading the game: %w", err)
-	}
-	prob, err := g.str("pddl_problem")
+	g, prob, err := readGame(data)
 	if err != nil {
 		return nil, err
 	}
