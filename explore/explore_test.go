@@ -12,6 +12,7 @@ import (
 
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 )
 
@@ -38,6 +39,21 @@ func oneOfEachType(env envs.Env) []envs.TaskInfo {
 }
 
 // agentOf returns the agent's side of ep.
+// exploreTask opens task id of env and explores it with lm and the default
+// options, failing the test on any error.
+func exploreTask(t testing.TB, lm models.LM, env envs.Env, id string) (*envs.Episode, *Result) {
+	t.Helper()
+	ep, err := env.Open(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Explore(context.Background(), lm, agentOf(t, ep), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep, res
+}
+
 func agentOf(t testing.TB, ep *envs.Episode) *envs.Agent {
 	t.Helper()
 	a, err := ep.Agent()
@@ -234,14 +250,7 @@ func TestExploreFullyObservableNeedsNoSteps(t *testing.T) {
 	for _, name := range []string{"blocksworld", "virtualhome"} {
 		env := openEnv(t, name)
 		ti := env.Tasks()[0]
-		ep, err := env.Open(context.Background(), ti.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Explore(context.Background(), lm, agentOf(t, ep), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ep, res := exploreTask(t, lm, env, ti.ID)
 		if len(res.Steps) != 0 || res.Stop != StopReady || !res.Ready {
 			t.Fatalf("%s: %d steps, stop %q, ready %v", name, len(res.Steps), res.Stop, res.Ready)
 		}
@@ -459,14 +468,7 @@ func TestExploreImages(t *testing.T) {
 func TestCompareDetectsWrongEstimates(t *testing.T) {
 	lm := tinyModel(t)
 	env := openEnv(t, "alfworld")
-	ep, err := env.Open(context.Background(), env.Tasks()[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Explore(context.Background(), lm, agentOf(t, ep), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep, res := exploreTask(t, lm, env, env.Tasks()[0].ID)
 	task, truth := ep.Task(), ep.State()
 	if g := Compare(res, task, truth, ep.Belief()); !g.Correct {
 		t.Fatalf("baseline not correct: %+v", g)
@@ -519,14 +521,7 @@ func TestExploreSuite(t *testing.T) {
 	ready, correct, steps, invalid := 0, 0, 0, 0
 	tasks := env.Tasks()
 	for _, ti := range tasks {
-		ep, err := env.Open(context.Background(), ti.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Explore(context.Background(), lm, agentOf(t, ep), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ep, res := exploreTask(t, lm, env, ti.ID)
 		g := Compare(res, ep.Task(), ep.State(), ep.Belief())
 		if res.Ready {
 			ready++

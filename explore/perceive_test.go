@@ -174,14 +174,7 @@ func TestUnknownObjectsActionsAreNeverOffered(t *testing.T) {
 	env := openEnv(t, "alfworld")
 	hiddenSeen := 0
 	for _, ti := range oneOfEachType(env) {
-		ep, err := env.Open(context.Background(), ti.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Explore(context.Background(), lm, agentOf(t, ep), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ep, res := exploreTask(t, lm, env, ti.ID)
 		known := map[string]bool{}
 		for _, o := range res.Known {
 			known[o] = true
