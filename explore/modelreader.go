@@ -52,6 +52,11 @@ type modelReader struct {
 	opts   ModelReaderOptions
 	d      *Dialog
 	usage  Usage
+	// alf places the agent at ALFWorld's start location, which the text
+	// does not name ("the middle of a room"): the domain's static facts
+	// give it (the one location without a receptacle), so it is domain
+	// knowledge both readers get, not perception (nil for other domains).
+	alf *alfReader
 }
 
 // NewModelReader returns the model's perception step for an episode of
@@ -64,6 +69,9 @@ func NewModelReader(lm models.LM, domain *pddl.Task, lex *lexicon.Bound, opts Mo
 		opts.MaxFacts = DefaultMaxFacts
 	}
 	r := &modelReader{lm: lm, domain: domain, lex: lex, opts: opts}
+	if lexicon.Kind(domain.DomainName) == lexicon.ALFWorld {
+		r.alf = newALFReader(domain, lex)
+	}
 	for _, o := range domain.Objects {
 		r.names = append(r.names, nameOf{o, lex.Name(o)})
 	}
@@ -132,6 +140,9 @@ func (r *modelReader) Perceive(ctx context.Context, in Input) (Percept, error) {
 			mentioned[n.obj] = true
 			p.mention(n.obj)
 		}
+	}
+	if r.alf != nil && r.alf.start != "" && alfMiddle.MatchString(in.Obs.Text) {
+		r.alf.at(p, r.alf.start)
 	}
 	texts, ids := r.candidates(in, mentioned)
 	if len(texts) == 0 {

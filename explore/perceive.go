@@ -254,7 +254,7 @@ func (r *alfReader) at(p *percept, loc string) {
 	for _, l := range r.locs {
 		p.set(l == loc, "atlocation", r.agent, l)
 	}
-	p.mention(loc)
+	p.mention(r.agent, loc)
 }
 
 // contents records that rec holds exactly the objects listed.

@@ -397,3 +397,64 @@ func TestExploreVirtualHomePartial(t *testing.T) {
 		t.Fatalf("text reader on partial VirtualHome: %+v", pr)
 	}
 }
+
+// ALFWorld's first observation ("the middle of a room") names no place; the
+// start is the one location where no receptacle stands, which the domain's
+// static facts give. Both readers get it, so the model reader can start
+// exploring: after Reset it believes the agent there and nowhere else.
+func TestModelReaderKnowsTheStart(t *testing.T) {
+	lm := tinyModel(t)
+	env := openEnv(t, "alfworld")
+	for _, ti := range env.Tasks()[:3] {
+		ep, err := env.Open(context.Background(), ti.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ag := agentOf(t, ep)
+		dom := ag.Domain()
+		withRec := map[string]bool{}
+		for _, f := range dom.Static {
+			if f.Predicate == "receptacleatlocation" {
+				withRec[f.Args[1]] = true
+			}
+		}
+		want := ""
+		for _, f := range dom.Facts {
+			if f.Predicate == "atlocation" && !withRec[f.Args[1]] {
+				want = f.Args[1]
+			}
+		}
+		obs, err := ag.Reset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []struct {
+			name string
+			new  func() (Perceiver, error)
+		}{
+			{"text", func() (Perceiver, error) { return NewTextReader(dom, ag.Lexicon()), nil }},
+			{"model", func() (Perceiver, error) {
+				return NewModelReader(lm, dom, ag.Lexicon(), ModelReaderOptions{MaxFacts: 1})
+			}},
+		} {
+			per, err := r.new()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := per.Perceive(context.Background(), Input{Obs: obs, Known: func(string) bool { return false }})
+			per.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var at []string
+			for _, f := range p.True {
+				if dom.Facts[f].Predicate == "atlocation" {
+					at = append(at, dom.Facts[f].Args[1])
+				}
+			}
+			if want == "" || len(at) != 1 || at[0] != want {
+				t.Fatalf("%s, %s reader: the agent is believed at %v after Reset, want only %q", ti.ID, r.name, at, want)
+			}
+		}
+	}
+}
