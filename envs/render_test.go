@@ -21,6 +21,11 @@ import (
 func TestALFWorldViews(t *testing.T) {
 	env := openEnv(t, "alfworld")
 	dir := os.Getenv("NESY_RENDER_DIR")
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for n, info := range slice(env, 40) {
 		ep, err := env.Open(context.Background(), info.ID)
 		if err != nil {
