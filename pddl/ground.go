@@ -79,7 +79,25 @@ type GroundLimits struct {
 	// several variables together (estimate.go). 0 means
 	// DefaultMaxGroundEstimate.
 	MaxEstimate float64
+	// CompileBound, when above 0, grounds with every condition (precondition,
+	// effect condition, goal, rule body) whose disjunctive normal form may
+	// have more than CompileBound disjuncts per binding compiled into
+	// derived predicates from the start, as Fast Downward's translator
+	// compiles quantified conditions into axioms (TranslateCompileBound is
+	// the bound nesy solve uses). 0, the default, expands conditions into
+	// DNF and compiles only when one exceeds its DNF bound, so that tasks
+	// without large conditions keep exactly the ground actions their PDDL
+	// spells (what the environments and the decoder's action texts rely on).
+	CompileBound float64
 }
+
+// TranslateCompileBound is the GroundLimits.CompileBound of the reference
+// planner (nesy solve): conditions with more than two disjuncts become
+// derived predicates. On miconic-fulladl the DNF copies of stop's
+// quantified precondition leave h_FF far weaker than over the compiled
+// conditions (f30-3: no plan in 60 s by lazy GBFS with preferred
+// operators, against 808 expansions compiled).
+const TranslateCompileBound = 2
 
 func (l GroundLimits) withDefaults() GroundLimits {
 	if l.MaxActions <= 0 {
@@ -232,13 +250,13 @@ func GroundContext(ctx context.Context, d *Domain, p *Problem, lim GroundLimits)
 	if err := ps.result(); err != nil {
 		return nil, ps.warns, err
 	}
-	// Conditions are first expanded into DNF as far as they go; only when
-	// one exceeds its bound is the task grounded again with the large
-	// conditions compiled into derived predicates. Tasks that ground
-	// without axioms (every dataset but ipc-adl's) keep their ground
-	// actions exactly.
-	t, g, err := groundOnce(ctx, d, p, c.types, lim, 0)
-	if err != nil && g != nil && g.blewUp {
+	// Unless lim.CompileBound asks to compile from the start, conditions are
+	// first expanded into DNF as far as they go; only when one exceeds its
+	// bound is the task grounded again with the large conditions compiled
+	// into derived predicates. Tasks that ground without axioms (every
+	// dataset but ipc-adl's) keep their ground actions exactly.
+	t, g, err := groundOnce(ctx, d, p, c.types, lim, lim.CompileBound)
+	if err != nil && g != nil && g.blewUp && lim.CompileBound <= 0 {
 		t, _, err = groundOnce(ctx, d, p, c.types, lim, axiomBound)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package pddl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -49,11 +50,17 @@ func isJSON(src []byte) bool {
 // domainPath is "" (positions in errors then name "FILE[pddl_domain]" or
 // "FILE[pddl_problem]" and count lines inside the embedded text).
 func LoadFiles(domainPath, problemPath string) (*Task, []Warning, error) {
+	return LoadFilesLimits(domainPath, problemPath, GroundLimits{})
+}
+
+// LoadFilesLimits is LoadFiles grounding within lim (and with its
+// CompileBound).
+func LoadFilesLimits(domainPath, problemPath string, lim GroundLimits) (*Task, []Warning, error) {
 	d, p, warns, err := LoadLifted(domainPath, problemPath)
 	if err != nil {
 		return nil, warns, err
 	}
-	t, w, err := GroundWarnings(d, p)
+	t, w, err := GroundContext(context.Background(), d, p, lim)
 	warns = append(warns, w...)
 	return t, warns, err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,7 @@ func newSolveCmd() *cobra.Command {
 		domain, problem, alg, hname string
 		asJSON, unit, warnings, prf bool
 		maxExp, maxStates           int
-		weight                      float64
+		weight, compile             float64
 		timeout                     time.Duration
 	)
 	cmd := &cobra.Command{
@@ -61,6 +62,11 @@ delete relaxation; faster, less informed). Tasks with axioms (PDDL 2.2
 :derived predicates, or conditions too large for DNF, which grounding
 compiles into derived predicates) work with ff, add, max, goalcount and
 blind, which treat axioms as zero-cost relaxed rules; lmcut refuses them.
+Like Fast Downward's translator, solve compiles conditions with more than
+--compile-bound disjuncts (quantified preconditions such as miconic's) into
+derived predicates rather than copying the action once per disjunct, which
+leaves h_FF better informed; --compile-bound 0 keeps the DNF copies (what
+plan, bench and serve ground), and lmcut keeps them by default.
 
 --problem may be an ALFWorld game.tw-pddl file; its embedded domain is used
 when --domain is omitted.
@@ -98,7 +104,12 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			if alg != search.GBFS && alg != search.Lazy && alg != search.AStar {
 				return inputError(fmt.Errorf("--search %q: want %s, %s or %s", alg, search.GBFS, search.Lazy, search.AStar))
 			}
-			task, warns, err := pddl.LoadFiles(domain, problem)
+			// LM-cut cannot handle axioms: for it conditions stay in DNF
+			// unless --compile-bound is given.
+			if strings.Contains(hname, "lmcut") && !cmd.Flags().Changed("compile-bound") {
+				compile = 0
+			}
+			task, warns, err := pddl.LoadFilesLimits(domain, problem, pddl.GroundLimits{CompileBound: compile})
 			if warnings {
 				for _, w := range warns {
 					fmt.Fprintln(errw, w)
@@ -154,5 +165,6 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f.IntVar(&maxStates, "max-states", 0, "stop once this many distinct states are stored, a memory bound (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")
 	f.BoolVar(&warnings, "warnings", false, "print warnings about tolerated oddities of the PDDL")
+	f.Float64Var(&compile, "compile-bound", pddl.TranslateCompileBound, "compile conditions whose DNF may exceed this many disjuncts into derived predicates, as Fast Downward's translator does (0: expand into DNF, compiling only past 4096; lmcut defaults to 0)")
 	return cmd
 }

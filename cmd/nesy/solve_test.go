@@ -152,3 +152,30 @@ func TestSolveCLIALFWorld(t *testing.T) {
 	}
 	validates(t, "", games[0], out)
 }
+
+// On a domain with quantified preconditions (miconic-fulladl), solve
+// compiles them into derived predicates by default; lmcut, which cannot
+// handle axioms, keeps the DNF copies unless --compile-bound is given, and
+// then says why it refuses.
+func TestSolveCLICompileBound(t *testing.T) {
+	dir := filepath.Join(testenv.Datasets(t), "ipc-adl", "miconic-fulladl")
+	d, p := filepath.Join(dir, "domain.pddl"), filepath.Join(dir, "f2-1.pddl")
+	for _, c := range []struct {
+		args     []string
+		code     int
+		contains string
+	}{
+		{[]string{"--search", "lazy", "--preferred"}, 0, ""},
+		{[]string{"--compile-bound", "0"}, 0, ""},
+		{[]string{"--search", "astar", "--heuristic", "lmcut"}, 0, ""},
+		{[]string{"--search", "astar", "--heuristic", "lmcut", "--compile-bound", "1"}, 2, "lmcut does not support axioms"},
+	} {
+		out, errw, code := runNesy(t, append([]string{"solve", "--domain", d, "--problem", p}, c.args...)...)
+		if code != c.code || !strings.Contains(out+errw, c.contains) {
+			t.Fatalf("%v: exit %d (want %d), output %q %q (want %q)", c.args, code, c.code, out, errw, c.contains)
+		}
+		if code == 0 {
+			validates(t, d, p, out)
+		}
+	}
+}
