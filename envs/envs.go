@@ -69,6 +69,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/pddl"
@@ -376,7 +377,14 @@ type Options struct {
 	// Partial makes VirtualHome partially observable (Suite.Partial);
 	// ALFWorld always is, and Blocksworld has nothing to hide.
 	Partial bool
+	// Split is ALFWorld's dataset split: "valid_unseen" (the default, for
+	// evaluation only) or "valid_train" (the games nesy train learns from,
+	// where settings may be tuned).
+	Split string
 }
+
+// ALFWorldSplits are the ALFWorld splits Options.Split may name.
+var ALFWorldSplits = []string{"valid_unseen", "valid_train"}
 
 // NewWith is New with options.
 func NewWith(name, datasets string, opts Options) (Env, error) {
@@ -390,9 +398,19 @@ func NewWith(name, datasets string, opts Options) (Env, error) {
 	if opts.Partial && name == "blocksworld" {
 		return nil, fmt.Errorf("envs: blocksworld has no partially observable variant")
 	}
+	if opts.Split != "" && name != "alfworld" {
+		return nil, fmt.Errorf("envs: %s has no splits (only alfworld: %s)", name, strings.Join(ALFWorldSplits, ", "))
+	}
 	switch name {
 	case "alfworld":
-		return NewALFWorld(filepath.Join(datasets, "alfworld", "valid_unseen"))
+		split := opts.Split
+		if split == "" {
+			split = ALFWorldSplits[0]
+		}
+		if !slices.Contains(ALFWorldSplits, split) {
+			return nil, fmt.Errorf("envs: alfworld has no split %q (known: %s)", split, strings.Join(ALFWorldSplits, ", "))
+		}
+		return NewALFWorld(filepath.Join(datasets, "alfworld", split))
 	case "virtualhome":
 		return NewVirtualHome(filepath.Join(datasets, "virtualhome"))
 	case "blocksworld":

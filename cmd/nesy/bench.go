@@ -34,7 +34,7 @@ func newBenchCmd() *cobra.Command {
 		exploreSteps, maxSteps                          int
 		seed                                            uint64
 		allSkills, omitStatic, quiet, partial           bool
-		perception, flash                               string
+		perception, flash, split                        string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X --model M --out DIR",
@@ -77,7 +77,7 @@ with no forward pass, which says how much a model's prior adds.`,
 			if err != nil {
 				return err
 			}
-			env, err := envs.NewWith(envName, ds, envs.Options{Partial: partial})
+			env, err := envs.NewWith(envName, ds, envs.Options{Partial: partial, Split: split})
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
@@ -135,6 +135,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Uint64Var(&seed, "seed", 0, "seed for sampling, search tie-breaking and --model tiny")
 	f.StringVar(&perception, "perception", explore.PerceiveText, "two-phase: how Phase I reads observations: text (the deterministic reader of the env's text templates) or model (the model writes facts by constrained decoding)")
 	f.BoolVar(&allSkills, "all-skills", false, "two-phase: offer every valid exploration skill, not only informative ones")
+	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here)")
 	f.BoolVar(&partial, "partial", false, "virtualhome: hide the contents of closed containers until opened (reports say so)")
 	f.BoolVar(&omitStatic, "omit-static", false, "leave static facts out of the planning prompt")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
