@@ -148,7 +148,11 @@ func newGraph(p *Params, seq, rows int, withLoss bool) (*graph, error) {
 	gr.sel = G.NewMatrix(g, dt, G.WithShape(rows, seq), G.WithName("sel"))
 	hs := must(G.Mul(gr.sel, h))
 	hs = rmsNorm(hs, param(outNormName()), rows)
-	gr.logits = must(G.Mul(hs, param(outName())))
+	if c.Tied {
+		gr.logits = must(G.Mul(hs, must(G.Transpose(param(embedName())))))
+	} else {
+		gr.logits = must(G.Mul(hs, param(outName())))
+	}
 	if withLoss {
 		gr.target = G.NewMatrix(g, dt, G.WithShape(rows, c.Vocab), G.WithName("target"))
 		gr.allow = G.NewMatrix(g, dt, G.WithShape(rows, c.Vocab), G.WithName("allow"))

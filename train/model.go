@@ -11,7 +11,8 @@ import (
 
 // Config is the shape of the prior: a decoder-only llama transformer
 // (RMSNorm, rotary positions as llama.cpp's normal mode applies them,
-// SwiGLU feed-forward, untied output) as package models runs it.
+// SwiGLU feed-forward, an output projection of its own or, Tied, the
+// token embedding's transpose) as package models runs it.
 type Config struct {
 	Vocab  int // tokens
 	Dim    int // hidden size
@@ -21,6 +22,11 @@ type Config struct {
 	// Context is the context length written to the GGUF.
 	Context  int
 	RopeBase float32 // 10000 when 0
+	// Tied computes the logits with the token embedding (its transpose)
+	// instead of an output projection of its own: what the model attends
+	// to can be copied to the output directly (the GGUF's output.weight is
+	// then the embedding).
+	Tied bool
 }
 
 // eps is the RMSNorm epsilon the GGUF writer records
@@ -104,7 +110,13 @@ func NewParams(c Config, seed uint64) (*Params, error) {
 	}
 	hd := c.headDim()
 	lin := func(fanIn int) float64 { return 1 / math.Sqrt(float64(fanIn)) }
-	add(embedName(), c.Vocab, c.Dim, 1, 0)
+	embStd := 1.0
+	if c.Tied {
+		// The output reads the embedding too: rows of norm about 1 keep the
+		// first logits near uniform (the inputs are normalised anyway).
+		embStd = lin(c.Dim)
+	}
+	add(embedName(), c.Vocab, c.Dim, embStd, 0)
 	for l := range c.Layers {
 		add(layerName(l, "attn_norm"), 1, c.Dim, 0, 1)
 		for h := range c.Heads {
@@ -119,7 +131,9 @@ func NewParams(c Config, seed uint64) (*Params, error) {
 		add(layerName(l, "down"), c.FFN, c.Dim, lin(c.FFN)/math.Sqrt(float64(2*c.Layers)), 0)
 	}
 	add(outNormName(), 1, c.Dim, 0, 1)
-	add(outName(), c.Dim, c.Vocab, 0.1*lin(c.Dim), 0)
+	if !c.Tied {
+		add(outName(), c.Dim, c.Vocab, 0.1*lin(c.Dim), 0)
+	}
 	return p, nil
 }
 
@@ -135,7 +149,8 @@ func transpose(m []float32, rows, cols int) []float32 {
 }
 
 // Spec returns the GGUF description of the model with these weights and
-// tokenizer tok (llama architecture, F32, untied output).
+// tokenizer tok (llama architecture, F32; with Tied, output.weight is the
+// embedding).
 func (p *Params) Spec(tok *gguf.Tokenizer, name string) (gguf.Spec, error) {
 	c := p.Config
 	if len(tok.Tokens) != c.Vocab {
@@ -146,7 +161,12 @@ func (p *Params) Spec(tok *gguf.Tokenizer, name string) (gguf.Spec, error) {
 		// The embedding is [vocab, dim] in both layouts (a row per token).
 		"token_embd.weight":  p.Get(embedName()).Data,
 		"output_norm.weight": p.Get(outNormName()).Data,
-		"output.weight":      transpose(p.Get(outName()).Data, c.Dim, c.Vocab),
+	}
+	if c.Tied {
+		// Both are [vocab, dim], a row per token.
+		w["output.weight"] = p.Get(embedName()).Data
+	} else {
+		w["output.weight"] = transpose(p.Get(outName()).Data, c.Dim, c.Vocab)
 	}
 	for l := range c.Layers {
 		b := "blk." + strconv.Itoa(l) + "."

@@ -41,6 +41,7 @@ func TestEngineMatchesGraph(t *testing.T) {
 	}{
 		{"one layer, two heads", Config{Dim: 32, Layers: 1, Heads: 2, FFN: 48}},
 		{"two layers, four heads", Config{Dim: 64, Layers: 2, Heads: 4, FFN: 96, RopeBase: 500}},
+		{"tied output", Config{Dim: 64, Layers: 2, Heads: 4, FFN: 96, Tied: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -50,8 +51,12 @@ func TestEngineMatchesGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Spread the logits, so a layout error shows.
-			for i := range p.Get(outName()).Data {
-				p.Get(outName()).Data[i] *= 30
+			out := p.Get(outName())
+			if cfg.Tied {
+				out = p.Get(embedName())
+			}
+			for i := range out.Data {
+				out.Data[i] *= 30
 			}
 			e := writeModel(t, p, tok)
 			tokens, err := e.Tokenize("take book 2 from sidetable 1\ngo to shelf 1\nuse desklamp 1\n", false)
@@ -160,11 +165,11 @@ func TestMaskedLoss(t *testing.T) {
 func TestGradients(t *testing.T) {
 	tests := []struct {
 		layers, heads int
-		masked        bool
-	}{{1, 1, false}, {1, 1, true}, {2, 2, false}, {2, 2, true}}
+		masked, tied  bool
+	}{{1, 1, false, false}, {1, 1, true, false}, {2, 2, false, false}, {2, 2, true, false}, {1, 1, false, true}, {2, 2, true, true}}
 	for _, tc := range tests {
-		t.Run(fmt.Sprintf("layers%d-heads%d-masked%v", tc.layers, tc.heads, tc.masked), func(t *testing.T) {
-			p, err := NewParams(Config{Vocab: 12, Dim: 16, Layers: tc.layers, Heads: tc.heads, FFN: 16}, 5)
+		t.Run(fmt.Sprintf("layers%d-heads%d-masked%v-tied%v", tc.layers, tc.heads, tc.masked, tc.tied), func(t *testing.T) {
+			p, err := NewParams(Config{Vocab: 12, Dim: 16, Layers: tc.layers, Heads: tc.heads, FFN: 16, Tied: tc.tied}, 5)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,9 +200,12 @@ func TestGradients(t *testing.T) {
 			}
 			const h = 1e-2
 			for i, q := range p.List {
-				for _, j := range []int{0, len(q.Data) / 2, len(q.Data) - 1} {
+				for k, j := range []int{0, len(q.Data) / 2, len(q.Data) - 1} {
 					if q.Name == embedName() {
 						j = 4*p.Config.Dim + j%p.Config.Dim // a token of the example
+						if tc.tied && k == 2 {
+							j = 10*p.Config.Dim + 3 // a token only the tied output reads
+						}
 					}
 					old := q.Data[j]
 					q.Data[j] = old + h

@@ -227,7 +227,7 @@ func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, er
 	for i, q := range r.p.List {
 		gn, ok := r.grad[q]
 		if !ok {
-			continue // the embedding: its gradient is gathered from x's below
+			continue // the untied embedding: its gradient is only x's, gathered below
 		}
 		for j, v := range gn.Value().Data().([]float32) {
 			grads[i][j] += v

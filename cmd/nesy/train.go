@@ -23,7 +23,7 @@ func newTrainCmd() *cobra.Command {
 		layers, dim, heads, ffn int
 		steps, batch, evalEvery int
 		lr, clip                float64
-		resume, quiet           bool
+		resume, quiet, tied     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "train --out DIR [--steps N] [--seed N] [--resume] [--layers N --dim N --heads N --ffn N]",
@@ -57,7 +57,7 @@ demonstrations, reused by a later run with the same --limit, --goals and
 				return err
 			}
 			o.ALFWorld = filepath.Join(ds, "alfworld", "valid_train")
-			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn}
+			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn, Tied: tied}
 			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume}
 			errw := cmd.ErrOrStderr()
 			o.Log = func(format string, a ...any) { fmt.Fprintf(errw, "nesy train: "+format+"\n", a...) }
@@ -98,6 +98,7 @@ demonstrations, reused by a later run with the same --limit, --goals and
 	f.IntVar(&dim, "dim", 128, "hidden size")
 	f.IntVar(&heads, "heads", 4, "attention heads")
 	f.IntVar(&ffn, "ffn", 256, "feed-forward size")
+	f.BoolVar(&tied, "tied", false, "compute the logits with the token embedding (tied output weights) instead of a projection of its own")
 	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
