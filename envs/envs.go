@@ -379,27 +379,39 @@ type Options struct {
 	Partial bool
 	// Split is ALFWorld's dataset split: "valid_unseen" (the default, for
 	// evaluation only) or "valid_train" (the games nesy train learns from,
-	// where settings may be tuned).
+	// where settings may be tuned); or VirtualHome's: "train" or "test"
+	// (VirtualHomeSplit; "" is all 338 problems, as before the split).
 	Split string
 }
 
 // ALFWorldSplits are the ALFWorld splits Options.Split may name.
 var ALFWorldSplits = []string{"valid_unseen", "valid_train"}
 
+// VirtualHomeSplits are the VirtualHome splits Options.Split may name.
+var VirtualHomeSplits = []string{VirtualHomeTrain, VirtualHomeTest}
+
 // NewWith is New with options.
 func NewWith(name, datasets string, opts Options) (Env, error) {
-	if opts.Partial && name == "virtualhome" {
+	if name == "virtualhome" {
 		s, err := NewVirtualHome(filepath.Join(datasets, "virtualhome"))
 		if err != nil {
 			return nil, err
 		}
-		return s.Partial(), nil
+		if opts.Split != "" {
+			if s, err = s.Split(opts.Split); err != nil {
+				return nil, err
+			}
+		}
+		if opts.Partial {
+			s = s.Partial()
+		}
+		return s, nil
 	}
 	if opts.Partial && name == "blocksworld" {
 		return nil, fmt.Errorf("envs: blocksworld has no partially observable variant")
 	}
 	if opts.Split != "" && name != "alfworld" {
-		return nil, fmt.Errorf("envs: %s has no splits (only alfworld: %s)", name, strings.Join(ALFWorldSplits, ", "))
+		return nil, fmt.Errorf("envs: %s has no splits (alfworld: %s; virtualhome: %s)", name, strings.Join(ALFWorldSplits, ", "), strings.Join(VirtualHomeSplits, ", "))
 	}
 	switch name {
 	case "alfworld":
@@ -411,8 +423,6 @@ func NewWith(name, datasets string, opts Options) (Env, error) {
 			return nil, fmt.Errorf("envs: alfworld has no split %q (known: %s)", split, strings.Join(ALFWorldSplits, ", "))
 		}
 		return NewALFWorld(filepath.Join(datasets, "alfworld", split))
-	case "virtualhome":
-		return NewVirtualHome(filepath.Join(datasets, "virtualhome"))
 	case "blocksworld":
 		return NewBlocksworld(filepath.Join(datasets, "planbench-blocksworld"))
 	}

@@ -32,8 +32,10 @@ type Suite struct {
 	name    string
 	kind    string // lexicon kind
 	domain  *pddl.Domain
+	dpath   string // the domain file
 	tasks   []TaskInfo
 	partial bool
+	split   string // VirtualHome's split, "" for all (see Split)
 }
 
 // Partial returns the suite made partially observable (VirtualHome): the
@@ -103,7 +105,7 @@ func newSuite(name, kind, domainPath string, problems []string, id func(string) 
 	if err != nil {
 		return nil, fmt.Errorf("envs: %s: %w", name, err)
 	}
-	s := &Suite{name: name, kind: kind, domain: d}
+	s := &Suite{name: name, kind: kind, domain: d, dpath: domainPath}
 	seen := map[string]string{}
 	for _, f := range problems {
 		tid, typ := id(f)
@@ -136,6 +138,19 @@ func (s *Suite) Open(ctx context.Context, id string) (*Episode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("envs: %s: %w", s.name, err)
 	}
+	return s.open(ctx, info, src)
+}
+
+// OpenProblem grounds a problem of the suite's domain that is not one of
+// its files (a generated Blocksworld instance, say) and opens it as Open
+// opens the suite's own: same lexicon, text and feedback. id and typ name
+// it in reports; path names it in errors.
+func (s *Suite) OpenProblem(ctx context.Context, id, typ, path string, src []byte) (*Episode, error) {
+	return s.open(ctx, TaskInfo{ID: id, Type: typ, Domain: s.dpath, Problem: path}, src)
+}
+
+func (s *Suite) open(ctx context.Context, info TaskInfo, src []byte) (*Episode, error) {
+	id := info.ID
 	task, _, err := ground(ctx, s.domain, info.Problem, src)
 	if err != nil {
 		return nil, fmt.Errorf("envs: %s: %w", s.name, err)
