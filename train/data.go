@@ -66,21 +66,70 @@ func Tokenize(lm models.LM, demos []Demo) ([]Example, error) {
 	return out, nil
 }
 
+// Sources are where demonstrations' tasks are reopened from (Demo.Env).
+type Sources struct {
+	// ALFWorld is the folder of the ALFWorld games (a training split).
+	ALFWorld string
+	// Blocksworld is PlanBench's suite, for its domain and words (generated
+	// problems carry their own PDDL); nil when no demonstration needs it.
+	Blocksworld *envs.Suite
+	// VirtualHome is VirtualHome's training split; nil when none needs it.
+	VirtualHome *envs.Suite
+
+	alfworld *envs.ALFWorld // opened on first use
+}
+
+// open reopens d's task as it was demonstrated.
+func (s *Sources) open(ctx context.Context, d Demo) (*envs.Episode, error) {
+	switch d.Env {
+	case EnvBlocksworld:
+		if s.Blocksworld == nil {
+			return nil, fmt.Errorf("no Blocksworld suite to reopen %s", d.ID)
+		}
+		return s.Blocksworld.OpenProblem(ctx, d.ID, EnvBlocksworld, d.ID+".pddl", []byte(d.Problem))
+	case EnvVirtualHome:
+		if s.VirtualHome == nil {
+			return nil, fmt.Errorf("no VirtualHome suite to reopen %s", d.ID)
+		}
+		return s.VirtualHome.Open(ctx, d.ID)
+	case "":
+	default:
+		return nil, fmt.Errorf("unknown environment %q", d.Env)
+	}
+	if s.alfworld == nil {
+		env, err := envs.NewALFWorld(s.ALFWorld)
+		if err != nil {
+			return nil, err
+		}
+		s.alfworld = env
+	}
+	ep, err := s.alfworld.Open(ctx, d.Scene)
+	if err != nil || d.Goal == nil {
+		return ep, err
+	}
+	data, err := os.ReadFile(ep.Info().Problem)
+	if err != nil {
+		return nil, err
+	}
+	game, err := WithGoal(data, *d.Goal)
+	if err != nil {
+		return nil, err
+	}
+	return envs.OpenALFWorldGameData(ctx, d.ID, d.Goal.Type, game)
+}
+
 // ConstrainedSets sets every example's Allowed, so that the loss is over the
 // distribution the planner uses (the model's, masked to the tokens that
-// extend an applicable action): it reopens each demonstration's task under
-// dir (its game, rewritten with its further goal), builds the constraint
+// extend an applicable action): it reopens each demonstration's task from
+// src (an ALFWorld game rewritten with its further goal, a generated
+// Blocksworld problem, a VirtualHome problem), builds the constraint
 // of lm's vocabulary for it and follows the plan's tokens through it,
 // recording the allowed tokens before each. examples[i] must be demos[i]'s.
 // An example whose tokens leave the constraint keeps Allowed nil; their
 // number is returned.
-func ConstrainedSets(ctx context.Context, lm models.LM, dir string, demos []Demo, examples []Example) (int, error) {
+func ConstrainedSets(ctx context.Context, lm models.LM, src Sources, demos []Demo, examples []Example) (int, error) {
 	if len(demos) != len(examples) {
 		return 0, fmt.Errorf("train: %d demonstrations and %d examples", len(demos), len(examples))
-	}
-	env, err := envs.NewALFWorld(dir)
-	if err != nil {
-		return 0, fmt.Errorf("train: %w", err)
 	}
 	idx, err := constraint.NewIndex(lm)
 	if err != nil {
@@ -92,22 +141,9 @@ func ConstrainedSets(ctx context.Context, lm models.LM, dir string, demos []Demo
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("train: %w", err)
 		}
-		ep, err := env.Open(ctx, d.Scene)
+		ep, err := src.open(ctx, d)
 		if err != nil {
 			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
-		}
-		if d.Goal != nil {
-			data, err := os.ReadFile(ep.Info().Problem)
-			if err != nil {
-				return 0, fmt.Errorf("train: %w", err)
-			}
-			game, err := WithGoal(data, *d.Goal)
-			if err != nil {
-				return 0, fmt.Errorf("train: %s: %w", d.ID, err)
-			}
-			if ep, err = envs.OpenALFWorldGameData(ctx, d.ID, d.Goal.Type, game); err != nil {
-				return 0, fmt.Errorf("train: %s: %w", d.ID, err)
-			}
 		}
 		sp, err := constraint.New(idx, ep.Lexicon(), constraint.Options{StopAtGoal: true})
 		if err != nil {

@@ -27,9 +27,15 @@ import (
 // task (decoder.Messages) and the reference planner's plan, written as the
 // decoder writes it (one action text per line).
 type Demo struct {
-	ID       string // the task
-	Scene    string // the game whose scene it is on (ID for a game's own goal)
-	Goal     *Goal  `json:",omitempty"` // the further goal; nil for the game's own
+	ID    string // the task
+	Scene string // the game whose scene it is on (ID for a game's own goal)
+	// Env is the environment the task is from: "" for ALFWorld (the games
+	// of RunOptions.ALFWorld), EnvBlocksworld or EnvVirtualHome.
+	Env  string `json:",omitempty"`
+	Goal *Goal  `json:",omitempty"` // the further goal; nil for the game's own
+	// Problem is a generated task's PDDL problem (Blocksworld); "" for a
+	// task of a dataset's files.
+	Problem  string `json:",omitempty"`
 	Messages []models.Message
 	Plan     []string // action texts, in order
 }
@@ -43,6 +49,12 @@ func (d Demo) PlanText() string {
 	}
 	return b.String()
 }
+
+// Demo.Env values besides ALFWorld's "".
+const (
+	EnvBlocksworld = "blocksworld"
+	EnvVirtualHome = "virtualhome"
+)
 
 // CheckTrainingSplit refuses a folder of evaluation tasks (ALFWorld's
 // valid_unseen and valid_seen, PlanBench, a test split): demonstrations
@@ -92,24 +104,13 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
-	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
-	}
 	// The jobs: every game, then its further goals.
-	type job struct {
-		id, scene string
-		goal      *Goal
-		open      func() (*envs.Episode, error)
-	}
-	var jobs []job
+	var jobs []demoJob
 	for i, info := range env.Tasks() {
 		if o.Limit > 0 && i >= o.Limit {
 			break
 		}
-		jobs = append(jobs, job{id: info.ID, scene: info.ID, open: func() (*envs.Episode, error) { return env.Open(ctx, info.ID) }})
+		jobs = append(jobs, demoJob{id: info.ID, scene: info.ID, open: func() (*envs.Episode, error) { return env.Open(ctx, info.ID) }})
 		if o.Goals <= 0 {
 			continue
 		}
@@ -128,10 +129,29 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 				return nil, nil, fmt.Errorf("train: %s: %w", info.ID, err)
 			}
 			id := fmt.Sprintf("%s#goal%d", info.ID, k+1)
-			jobs = append(jobs, job{id: id, scene: info.ID, goal: &g, open: func() (*envs.Episode, error) {
+			jobs = append(jobs, demoJob{id: id, scene: info.ID, goal: &g, open: func() (*envs.Episode, error) {
 				return envs.OpenALFWorldGameData(ctx, id, g.Type, game)
 			}})
 		}
+	}
+	return solveJobs(ctx, jobs, o)
+}
+
+// A demoJob is one task to demonstrate.
+type demoJob struct {
+	id, scene, env, problem string
+	goal                    *Goal
+	open                    func() (*envs.Episode, error)
+}
+
+// solveJobs demonstrates the jobs on o.Workers goroutines and returns the
+// demonstrations in the jobs' order and the IDs of the unsolved tasks.
+func solveJobs(ctx context.Context, jobs []demoJob, o DemoOptions) ([]Demo, []string, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	type result struct {
 		demo   *Demo
@@ -149,6 +169,7 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 				d, ok, err := demonstrate(ctx, jobs[j].open, o)
 				if d != nil {
 					d.ID, d.Scene, d.Goal = jobs[j].id, jobs[j].scene, jobs[j].goal
+					d.Env, d.Problem = jobs[j].env, jobs[j].problem
 				}
 				results[j] = result{d, !ok, err}
 			}
@@ -178,6 +199,39 @@ func ALFWorldDemos(ctx context.Context, dir string, o DemoOptions) ([]Demo, []st
 		}
 	}
 	return demos, unsolved, nil
+}
+
+// BlocksworldDemos demonstrates generated Blocksworld problems
+// (GenerateBlocksworld) in PlanBench's domain and words: suite is PlanBench's
+// (envs.NewBlocksworld; only its domain and lexicon are used, never its
+// instances).
+func BlocksworldDemos(ctx context.Context, suite *envs.Suite, probs []BlocksProblem, o DemoOptions) ([]Demo, []string, error) {
+	var jobs []demoJob
+	for _, p := range probs {
+		jobs = append(jobs, demoJob{id: p.ID, scene: p.ID, env: EnvBlocksworld, problem: p.Src, open: func() (*envs.Episode, error) {
+			return suite.OpenProblem(ctx, p.ID, EnvBlocksworld, p.ID+".pddl", []byte(p.Src))
+		}})
+	}
+	return solveJobs(ctx, jobs, o)
+}
+
+// VirtualHomeDemos demonstrates the problems of VirtualHome's training
+// split (suite must be envs' VirtualHome restricted to envs.VirtualHomeTrain:
+// the test split is for evaluation only).
+func VirtualHomeDemos(ctx context.Context, suite *envs.Suite, o DemoOptions) ([]Demo, []string, error) {
+	if suite.Name() != EnvVirtualHome || suite.SplitName() != envs.VirtualHomeTrain {
+		return nil, nil, fmt.Errorf("train: %s split %q: demonstrations come from VirtualHome's %q split only", suite.Name(), suite.SplitName(), envs.VirtualHomeTrain)
+	}
+	var jobs []demoJob
+	for i, info := range suite.Tasks() {
+		if o.Limit > 0 && i >= o.Limit {
+			break
+		}
+		jobs = append(jobs, demoJob{id: info.ID, scene: info.ID, env: EnvVirtualHome, open: func() (*envs.Episode, error) {
+			return suite.Open(ctx, info.ID)
+		}})
+	}
+	return solveJobs(ctx, jobs, o)
 }
 
 // demonstrate solves one task with the reference planner: its

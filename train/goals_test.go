@@ -278,7 +278,7 @@ func TestConstrainedSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := ConstrainedSets(ctx, lm, dir, demos, ex)
+	left, err := ConstrainedSets(ctx, lm, Sources{ALFWorld: dir}, demos, ex)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -28,6 +29,18 @@ type RunOptions struct {
 	// Goals is how many further goals per game are sampled on its scene and
 	// demonstrated (DemoOptions.Goals); 0: the games' own goals only.
 	Goals int
+	// Blocksworld is how many generated Blocksworld problems
+	// (GenerateBlocksworld: none equal to a PlanBench instance up to
+	// renaming) are demonstrated besides; 0: none.
+	Blocksworld int
+	// PlanBench is PlanBench's Blocksworld folder (domain.pddl and
+	// instances/): its domain and words for the generated problems, and the
+	// instances they must differ from. Needed when Blocksworld > 0.
+	PlanBench string
+	// VirtualHome, when set, is VirtualHome's folder: the problems of its
+	// training split (envs.VirtualHomeTrain) are demonstrated besides; the
+	// test split is never read for training.
+	VirtualHome string
 	// Out is the folder written: prior.gguf, train.svg, checkpoint.gob.
 	Out string
 	// Model is the shape (Vocab is set from the tokenizer).
@@ -63,13 +76,17 @@ const (
 const maxHeldOut = 96
 
 // demoCacheVersion is the current DemosFile format (2: demonstrations
-// name their further goal).
+// name their further goal; Blocksworld and VirtualHome, added later, are
+// zero in a cache without them).
 const demoCacheVersion = 2
 
-// demoCache is DemosFile: the demonstrations of one Limit, Goals and Seed.
+// demoCache is DemosFile: the demonstrations of one Limit, Goals,
+// Blocksworld, VirtualHome and Seed.
 type demoCache struct {
 	Version      int // demoCacheVersion
 	Limit, Goals int
+	Blocksworld  int  `json:",omitempty"`
+	VirtualHome  bool `json:",omitempty"`
 	Seed         uint64
 	Demos        []Demo
 	Unsolved     []string
@@ -82,18 +99,51 @@ func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, 
 	path := filepath.Join(o.Out, DemosFile)
 	if data, err := os.ReadFile(path); err == nil {
 		var c demoCache
-		if json.Unmarshal(data, &c) == nil && c.Version == demoCacheVersion && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed && len(c.Demos) > 0 {
+		if json.Unmarshal(data, &c) == nil && c.Version == demoCacheVersion && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed &&
+			c.Blocksworld == o.Blocksworld && c.VirtualHome == (o.VirtualHome != "") && len(c.Demos) > 0 {
 			logf("demonstrations: %d read from %s", len(c.Demos), path)
 			return c.Demos, c.Unsolved, nil
 		}
 	}
 	start := time.Now()
-	demos, unsolved, err := ALFWorldDemos(ctx, o.ALFWorld, DemoOptions{Prompt: prompt, Limit: o.Limit, Goals: o.Goals, Seed: o.Seed})
+	dopts := DemoOptions{Prompt: prompt, Limit: o.Limit, Goals: o.Goals, Seed: o.Seed}
+	demos, unsolved, err := ALFWorldDemos(ctx, o.ALFWorld, dopts)
 	if err != nil {
 		return nil, nil, err
 	}
-	logf("demonstrations: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
-	data, err := json.Marshal(demoCache{Version: demoCacheVersion, Limit: o.Limit, Goals: o.Goals, Seed: o.Seed, Demos: demos, Unsolved: unsolved})
+	logf("demonstrations: ALFWorld: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
+	src, err := o.sources()
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Blocksworld > 0 {
+		start := time.Now()
+		keys, err := PlanBenchKeys(filepath.Join(o.PlanBench, "instances"))
+		if err != nil {
+			return nil, nil, err
+		}
+		probs, err := GenerateBlocksworld(o.Blocksworld, o.Seed, keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		ds, us, err := BlocksworldDemos(ctx, src.Blocksworld, probs, DemoOptions{Prompt: prompt, Seed: o.Seed})
+		if err != nil {
+			return nil, nil, err
+		}
+		logf("demonstrations: Blocksworld: %d generated problems (none equal to a PlanBench instance up to renaming), %d solved in %.1f s", len(probs), len(ds), time.Since(start).Seconds())
+		demos, unsolved = append(demos, ds...), append(unsolved, us...)
+	}
+	if src.VirtualHome != nil {
+		start := time.Now()
+		ds, us, err := VirtualHomeDemos(ctx, src.VirtualHome, DemoOptions{Prompt: prompt, Seed: o.Seed})
+		if err != nil {
+			return nil, nil, err
+		}
+		logf("demonstrations: VirtualHome train split: %d problems solved (%d not) in %.1f s", len(ds), len(us), time.Since(start).Seconds())
+		demos, unsolved = append(demos, ds...), append(unsolved, us...)
+	}
+	data, err := json.Marshal(demoCache{Version: demoCacheVersion, Limit: o.Limit, Goals: o.Goals, Blocksworld: o.Blocksworld,
+		VirtualHome: o.VirtualHome != "", Seed: o.Seed, Demos: demos, Unsolved: unsolved})
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}
@@ -105,6 +155,33 @@ func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, 
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}
 	return demos, unsolved, nil
+}
+
+// sources opens the suites the options name, for making and reopening
+// demonstrations.
+func (o RunOptions) sources() (Sources, error) {
+	src := Sources{ALFWorld: o.ALFWorld}
+	if o.Blocksworld > 0 {
+		if o.PlanBench == "" {
+			return src, fmt.Errorf("train: generated Blocksworld problems need PlanBench's folder (its domain and the instances to differ from)")
+		}
+		s, err := envs.NewBlocksworld(o.PlanBench)
+		if err != nil {
+			return src, fmt.Errorf("train: %w", err)
+		}
+		src.Blocksworld = s
+	}
+	if o.VirtualHome != "" {
+		s, err := envs.NewVirtualHome(o.VirtualHome)
+		if err == nil {
+			s, err = s.Split(envs.VirtualHomeTrain)
+		}
+		if err != nil {
+			return src, fmt.Errorf("train: %w", err)
+		}
+		src.VirtualHome = s
+	}
+	return src, nil
 }
 
 // Run makes the demonstrations, learns the tokenizer, trains the prior and
@@ -150,7 +227,10 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	examples, err := Tokenize(lm, demos)
 	if err == nil && o.Masked {
 		var left int
-		left, err = ConstrainedSets(ctx, lm, o.ALFWorld, demos, examples)
+		var src Sources
+		if src, err = o.sources(); err == nil {
+			left, err = ConstrainedSets(ctx, lm, src, demos, examples)
+		}
 		if err == nil {
 			logf("constrained loss: the constraint's tokens at every plan token of %d examples (%d left unconstrained: their tokens leave it)", len(examples)-left, left)
 		}

@@ -37,7 +37,7 @@ func newBenchCmd() *cobra.Command {
 		perception, flash, split                        string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench --env alfworld|virtualhome|blocksworld --method X --model M --out DIR",
+		Use:   "bench --env alfworld|virtualhome|blocksworld --method X [--model M] --out DIR",
 		Short: "Run a benchmark suite with a planning method and a model",
 		Long: `bench runs the tasks of an environment's suite with a method and a model and
 writes DIR/tasks.jsonl (one JSON object per task), DIR/summary.json,
@@ -57,7 +57,9 @@ machines; "nesy bench report" merges the folders' tables.
 --suite: all (default), types (the first task of each type), or
 comma-separated prefixes of task IDs or types.
 
---model takes a GGUF path, an Ollama model name, or "tiny": a random-weight
+--model takes a GGUF path, an Ollama model name, "prior" (the default when
+--model is omitted): nesy's trained planning prior, embedded in the binary
+(see "nesy train"), or "tiny": a random-weight
 qwen3 model generated once into the user cache folder, with the real Qwen3
 vocabulary when a tokenizer.json is found (--tokenizer, else
 $NESY_SHARED/tokenizers/qwen3/tokenizer.json or ../shared/tokenizers/...),
@@ -66,8 +68,8 @@ else a small synthetic one; or "uniform": the ablation prior, zero logits
 with no forward pass, which says how much a model's prior adds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if envName == "" || method == "" || model == "" || out == "" {
-				return errors.New("bench: --env, --method, --model and --out are required")
+			if envName == "" || method == "" || out == "" {
+				return errors.New("bench: --env, --method and --out are required")
 			}
 			sh, err := bench.ParseShard(shard)
 			if err != nil {
@@ -118,7 +120,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.StringVar(&suite, "suite", "all", "tasks: all, types, or comma-separated prefixes of task IDs or types")
 	f.StringVar(&method, "method", "", "method: "+strings.Join(bench.Methods, ", "))
 	f.StringVar(&mode, "mode", bench.ModeTwoPhase, "mode: two-phase or true-state")
-	f.StringVar(&model, "model", "", `GGUF path, Ollama model name, "tiny" (generated random-weight qwen3) or "uniform" (zero logits: every allowed token alike)`)
+	f.StringVar(&model, "model", "", `GGUF path, Ollama model name, "prior" (the embedded trained prior; the default), "tiny" (generated random-weight qwen3) or "uniform" (zero logits: every allowed token alike)`)
 	f.StringVar(&out, "out", "", "output folder (resumed when it holds the same run)")
 	f.StringVar(&shard, "shard", "", "run shard i/n of the tasks (0 <= i < n)")
 	f.StringVar(&datasets, "datasets", "", "datasets folder (default $NESY_SHARED/datasets, else ../shared/datasets)")
@@ -135,7 +137,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Uint64Var(&seed, "seed", 0, "seed for sampling, search tie-breaking and --model tiny")
 	f.StringVar(&perception, "perception", explore.PerceiveText, "two-phase: how Phase I reads observations: text (the deterministic reader of the env's text templates) or model (the model writes facts by constrained decoding)")
 	f.BoolVar(&allSkills, "all-skills", false, "two-phase: offer every valid exploration skill, not only informative ones")
-	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here)")
+	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here); virtualhome: test (evaluation only) or train (nesy train --virtualhome learns from it); default all 338")
 	f.BoolVar(&partial, "partial", false, "virtualhome: hide the contents of closed containers until opened (reports say so)")
 	f.BoolVar(&omitStatic, "omit-static", false, "leave static facts out of the planning prompt")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")

@@ -23,7 +23,7 @@ func newTrainCmd() *cobra.Command {
 		layers, dim, heads, ffn int
 		steps, batch, evalEvery int
 		lr, clip                float64
-		resume, quiet, tied     bool
+		resume, quiet, tied, vh bool
 	)
 	cmd := &cobra.Command{
 		Use:   "train --out DIR [--steps N] [--seed N] [--resume] [--layers N --dim N --heads N --ffn N]",
@@ -42,10 +42,16 @@ of ALFWorld's six task types (an object type and a receptacle type the scene
 affords, phrased as ALFWorld phrases goals), demonstrated the same way. The
 held-out loss is on whole scenes never trained on.
 
+--blocksworld N adds N generated Blocksworld problems (3-6 blocks, PlanBench's
+domain, words and goal form; none equal to any of PlanBench's 501 instances up
+to renaming the blocks, which stay for evaluation), and --virtualhome the
+problems of VirtualHome's train split (nesy bench --split train; the test
+split is for evaluation), each demonstrated the same way.
+
 It writes DIR/prior.gguf (loadable by --model DIR/prior.gguf), DIR/train.svg
 (training and held-out loss per plan token), DIR/demos.json (the
-demonstrations, reused by a later run with the same --limit, --goals and
---seed) and DIR/checkpoint.gob, written at every held-out evaluation;
+demonstrations, reused by a later run with the same --limit, --goals,
+--blocksworld, --virtualhome and --seed) and DIR/checkpoint.gob, written at every held-out evaluation;
 --resume continues from it. The same flags and seed give the same model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,6 +63,10 @@ demonstrations, reused by a later run with the same --limit, --goals and
 				return err
 			}
 			o.ALFWorld = filepath.Join(ds, "alfworld", "valid_train")
+			o.PlanBench = filepath.Join(ds, "planbench-blocksworld")
+			if vh {
+				o.VirtualHome = filepath.Join(ds, "virtualhome")
+			}
 			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn, Tied: tied}
 			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume}
 			errw := cmd.ErrOrStderr()
@@ -87,6 +97,8 @@ demonstrations, reused by a later run with the same --limit, --goals and
 	f.IntVar(&o.Limit, "limit", 0, "use the first N training games only (0: all 200)")
 	f.BoolVar(&o.Masked, "masked", false, "loss over the tokens the constraint allows at each plan token (the distribution the planner uses), not the whole vocabulary")
 	f.IntVar(&o.Goals, "goals", 0, "further goals per training game, sampled on its scene over the six task types and demonstrated too")
+	f.IntVar(&o.Blocksworld, "blocksworld", 0, "generated Blocksworld problems demonstrated too (none equal to a PlanBench instance up to renaming)")
+	f.BoolVar(&vh, "virtualhome", false, "demonstrate the problems of VirtualHome's train split too")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
 	f.IntVar(&batch, "batch", 4, "demonstrations per step")
