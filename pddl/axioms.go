@@ -312,3 +312,50 @@ func holdsExcept(c Conj, s State, skip []int32) bool {
 	}
 	return true
 }
+
+// relevantAxioms returns the axioms of t (in their order) whose heads are
+// needed: derived facts of the goal, of an action's precondition or of an
+// effect condition (either sign), and, to a fixpoint, the derived facts of
+// the bodies of the axioms of needed heads (GroundLimits.RelevantAxioms).
+func relevantAxioms(t *Task) []Axiom {
+	byHead := map[int][]int{}
+	for i, ax := range t.Axioms {
+		byHead[ax.Head] = append(byHead[ax.Head], i)
+	}
+	needed := map[int]bool{}
+	var queue []int
+	need := func(c Conj) {
+		for _, fs := range [][]int{c.Pos, c.Neg} {
+			for _, f := range fs {
+				if _, derived := byHead[f]; derived && !needed[f] {
+					needed[f] = true
+					queue = append(queue, f)
+				}
+			}
+		}
+	}
+	for _, c := range t.Goal {
+		need(c)
+	}
+	for i := range t.Actions {
+		a := &t.Actions[i]
+		need(a.Pre)
+		for _, ce := range a.Cond {
+			need(ce.Cond)
+		}
+	}
+	for len(queue) > 0 {
+		f := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, i := range byHead[f] {
+			need(t.Axioms[i].Body)
+		}
+	}
+	kept := t.Axioms[:0:0]
+	for _, ax := range t.Axioms {
+		if needed[ax.Head] {
+			kept = append(kept, ax)
+		}
+	}
+	return kept
+}

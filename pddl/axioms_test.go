@@ -1,6 +1,7 @@
 package pddl
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -318,5 +319,79 @@ func TestSparseQuantifierStaysDNF(t *testing.T) {
 	task := groundContainers(t, 12)
 	if len(task.Axioms) != 0 || len(task.LookupAction("grasp", []string{"i0"})) != 2 || len(task.LookupAction("leave", nil)) != 4096 {
 		t.Fatalf("%d axioms, %d grasp i0, %d leave", len(task.Axioms), len(task.LookupAction("grasp", []string{"i0"})), len(task.LookupAction("leave", nil)))
+	}
+}
+
+// TestRelevantAxioms: GroundLimits.RelevantAxioms keeps the axioms whose
+// heads a goal, a precondition or an effect condition needs, directly or
+// through kept bodies. On graphProblem finish is not grounded (r4 has no
+// door), and open-door's preconditions name (reach r1) and (reach r2) only
+// (no door leaves r3): their axioms stay, all others go, and along any
+// actions the facts preconditions name hold as with every axiom. With a
+// door to r4, finish needs alarm and, through it, every derived fact.
+func TestRelevantAxioms(t *testing.T) {
+	d, _, err := ParseDomain("d.pddl", []byte(graphDomain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := func(task *Task) []string {
+		var hs []string
+		for _, ax := range task.Axioms {
+			if h := task.Facts[ax.Head].String(); !slices.Contains(hs, h) {
+				hs = append(hs, h)
+			}
+		}
+		slices.Sort(hs)
+		return hs
+	}
+	for _, tt := range []struct {
+		name, problem string
+		want          []string
+	}{
+		{"finish unreachable", graphProblem, []string{"(reach r1)", "(reach r2)"}},
+		{"finish grounded", strings.Replace(graphProblem, "(door r2 r3)", "(door r2 r3) (door r3 r4)", 1), []string{
+			"(alarm)", "(cut-off r1)", "(cut-off r2)", "(cut-off r3)", "(cut-off r4)",
+			"(isolated r1)", "(isolated r2)", "(isolated r3)", "(isolated r4)",
+			"(reach r1)", "(reach r2)", "(reach r3)", "(reach r4)"}},
+	} {
+		p, _, err := ParseProblem("p.pddl", []byte(tt.problem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, _, err := GroundContext(context.Background(), d, p, GroundLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _, err := GroundContext(context.Background(), d, p, GroundLimits{RelevantAxioms: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := heads(rel); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: kept the axioms of %v, want %v", tt.name, got, tt.want)
+		}
+		if len(rel.Actions) != len(all.Actions) {
+			t.Fatalf("%s: %d actions, %d with every axiom", tt.name, len(rel.Actions), len(all.Actions))
+		}
+		named := map[int]bool{}
+		for _, a := range all.Actions {
+			for _, f := range append(slices.Clone(a.Pre.Pos), a.Pre.Neg...) {
+				named[f] = true
+			}
+		}
+		// Every action in turn where applicable: the named facts agree.
+		sa, sr := all.Init, rel.Init
+		for i := range all.Actions {
+			if all.IsApplicable(sa, i) != rel.IsApplicable(sr, i) {
+				t.Fatalf("%s: action %d applicable in one task only", tt.name, i)
+			}
+			if all.IsApplicable(sa, i) {
+				sa, sr = all.Apply(sa, i), rel.Apply(sr, i)
+			}
+			for f := range named {
+				if sa.Has(f) != sr.Has(f) {
+					t.Fatalf("%s, after action %d: %s differs", tt.name, i, all.Facts[f])
+				}
+			}
+		}
 	}
 }

@@ -89,6 +89,15 @@ type GroundLimits struct {
 	// without large conditions keep exactly the ground actions their PDDL
 	// spells (what the environments and the decoder's action texts rely on).
 	CompileBound float64
+	// RelevantAxioms keeps only the axioms whose derived facts a goal, an
+	// action precondition or an effect condition needs, directly or through
+	// the bodies of other kept axioms, as Fast Downward's translator keeps
+	// only the necessary axiom literals; every other derived fact is then
+	// never derived (false in every state). Planners lose nothing by it
+	// and evaluate fewer axioms per state (psr-middle p21: 4,643 ground
+	// axioms, of which FD keeps 590); false keeps every axiom, so that every
+	// derived fact has its PDDL value.
+	RelevantAxioms bool
 }
 
 // TranslateCompileBound is the GroundLimits.CompileBound of the reference

@@ -370,6 +370,9 @@ func (g *grounder) build(schemas []*cschema) (*Task, error) {
 	for _, c := range goal {
 		t.Goal = append(t.Goal, conj(c))
 	}
+	if g.lim.RelevantAxioms {
+		t.Axioms = relevantAxioms(t)
+	}
 	for _, ts := range g.typeSets {
 		ts.names = make([]string, len(ts.list))
 		for i, o := range ts.list {

@@ -109,7 +109,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			if strings.Contains(hname, "lmcut") && !cmd.Flags().Changed("compile-bound") {
 				compile = 0
 			}
-			task, warns, err := pddl.LoadFilesLimits(domain, problem, pddl.GroundLimits{CompileBound: compile})
+			task, warns, err := pddl.LoadFilesLimits(domain, problem, pddl.GroundLimits{CompileBound: compile, RelevantAxioms: true})
 			if warnings {
 				for _, w := range warns {
 					fmt.Fprintln(errw, w)
