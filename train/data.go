@@ -25,6 +25,11 @@ type Example struct {
 	Allowed   [][]int32
 	Tokens    []int32
 	PlanStart int
+	// PromptEnd, when above 0, is where the prompt ends and a prefix of
+	// actions already taken (Demo.Prefix) begins: Tokens[PromptEnd:PlanStart]
+	// are plan text the loss does not cover. 0: the plan starts at
+	// PlanStart.
+	PromptEnd int
 }
 
 // DemoTexts returns the texts a vocabulary is learned from: every
@@ -35,7 +40,7 @@ func DemoTexts(demos []Demo) []string {
 		for _, m := range d.Messages {
 			out = append(out, m.Content)
 		}
-		out = append(out, d.PlanText())
+		out = append(out, d.PrefixText()+d.PlanText())
 	}
 	return out
 }
@@ -56,12 +61,24 @@ func Tokenize(lm models.LM, demos []Demo) ([]Example, error) {
 		if err != nil {
 			return nil, fmt.Errorf("train: %s: %w", d.ID, err)
 		}
-		plan, err := lm.Tokenize(d.PlanText(), false)
+		plan, err := lm.Tokenize(d.PrefixText()+d.PlanText(), false)
 		if err != nil {
 			return nil, fmt.Errorf("train: %s: tokenizing the plan: %w", d.ID, err)
 		}
-		toks := append(append([]int32(nil), p.Tokens...), plan...)
-		out = append(out, Example{ID: d.ID, Scene: d.Scene, Tokens: toks, PlanStart: len(p.Tokens)})
+		x := Example{ID: d.ID, Scene: d.Scene, Tokens: append(append([]int32(nil), p.Tokens...), plan...), PlanStart: len(p.Tokens)}
+		if len(d.Prefix) > 0 {
+			pre, err := lm.Tokenize(d.PrefixText(), false)
+			if err != nil {
+				return nil, fmt.Errorf("train: %s: tokenizing the prefix: %w", d.ID, err)
+			}
+			// The decoder writes action after action: the prefix's tokens
+			// must be the first of the whole text's.
+			if len(pre) >= len(plan) || !slices.Equal(pre, plan[:len(pre)]) {
+				return nil, fmt.Errorf("train: %s: the prefix does not tokenize as the start of prefix and plan", d.ID)
+			}
+			x.PromptEnd, x.PlanStart = len(p.Tokens), len(p.Tokens)+len(pre)
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -154,6 +171,18 @@ func ConstrainedSets(ctx context.Context, lm models.LM, src Sources, demos []Dem
 			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
 		}
 		x := &examples[i]
+		if x.PromptEnd > 0 {
+			// The prefix's actions were taken: follow them unrecorded.
+			for _, tok := range x.Tokens[x.PromptEnd:x.PlanStart] {
+				if c, err = sp.AdvanceToken(c, tok); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				left++
+				continue
+			}
+		}
 		sets := make([][]int32, 0, len(x.Tokens)-x.PlanStart)
 		for _, tok := range x.Tokens[x.PlanStart:] {
 			sp.Allowed(c, &set)

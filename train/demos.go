@@ -37,14 +37,23 @@ type Demo struct {
 	// task of a dataset's files.
 	Problem  string `json:",omitempty"`
 	Messages []models.Message
-	Plan     []string // action texts, in order
+	// Prefix are actions already taken before Plan (action texts): a
+	// DAgger demonstration's steps of the prior's own rollout, context for
+	// the loss but not trained on. Empty for the reference planner's own.
+	Prefix []string `json:",omitempty"`
+	Plan   []string // action texts, in order
 }
 
 // PlanText is the text the model writes for d: every action text followed
 // by a newline.
-func (d Demo) PlanText() string {
+func (d Demo) PlanText() string { return lines(d.Plan) }
+
+// PrefixText is the text of d's Prefix, written as PlanText writes actions.
+func (d Demo) PrefixText() string { return lines(d.Prefix) }
+
+func lines(actions []string) string {
 	var b strings.Builder
-	for _, a := range d.Plan {
+	for _, a := range actions {
 		b.WriteString(a + "\n")
 	}
 	return b.String()

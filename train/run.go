@@ -2,6 +2,8 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -41,6 +43,19 @@ type RunOptions struct {
 	// training split (envs.VirtualHomeTrain) are demonstrated besides; the
 	// test split is never read for training.
 	VirtualHome string
+	// DAgger, when set, is a prior (GGUF) rolled out on the training
+	// tasks by constrained greedy decoding; where it fails, the reference
+	// planner's plans from the states it reached are added as
+	// demonstrations after its own steps (DAggerDemos). Held-out scenes are
+	// never rolled out. The vocabulary stays the one learned from the
+	// reference planner's demonstrations, so that a checkpoint trained on
+	// them resumes on the aggregated data.
+	DAgger string
+	// DAggerTasks bounds the tasks rolled out (spread evenly over the
+	// training tasks; 0: all).
+	DAggerTasks int
+	// DAggerPoints is DAggerOptions.Points.
+	DAggerPoints int
 	// Out is the folder written: prior.gguf, train.svg, checkpoint.gob.
 	Out string
 	// Model is the shape (Vocab is set from the tokenizer).
@@ -207,6 +222,13 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		o.Merges = 2000
 	}
 	tok := NewTokenizer(demos, o.Merges)
+	if o.DAgger != "" {
+		dd, err := loadDAgger(ctx, o, demos, logf)
+		if err != nil {
+			return nil, err
+		}
+		demos = append(demos, dd...)
+	}
 	cfg := o.Model
 	cfg.Vocab = len(tok.Tokens)
 	p, err := NewParams(cfg, o.Seed)
@@ -239,27 +261,12 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	share := o.HeldOut
-	if share <= 0 {
-		share = 0.1
-	}
-	// Every k-th game's scene is held out with all its goals (the games are
-	// sorted by task type, so each type is in both parts): the held-out
-	// loss is on scenes never trained on, as the evaluation's are.
-	var scenes []string
-	sceneAt := map[string]int{}
-	for _, x := range examples {
-		if _, ok := sceneAt[x.Scene]; !ok {
-			sceneAt[x.Scene] = len(scenes)
-			scenes = append(scenes, x.Scene)
-		}
-	}
-	k := min(max(2, int(math.Round(1/share))), len(scenes)) // at least one held out
+	heldScene := heldOutScenes(demos, o.HeldOut)
 	var tr, held []Example
 	longest := 0
 	for _, x := range examples {
 		longest = max(longest, len(x.Tokens))
-		if sceneAt[x.Scene]%k == k-1 {
+		if heldScene[x.Scene] {
 			held = append(held, x)
 		} else {
 			tr = append(tr, x)
@@ -296,6 +303,107 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// heldOutScenes returns the scenes held out for the held-out loss: every
+// k-th scene in the order of first appearance (k = 1/share, share 0 meaning
+// 0.1), with all its goals. The games are sorted by task type, so each type
+// is in both parts, and the held-out loss is on scenes never trained on, as
+// the evaluation's are.
+func heldOutScenes(demos []Demo, share float64) map[string]bool {
+	if share <= 0 {
+		share = 0.1
+	}
+	var scenes []string
+	seen := map[string]bool{}
+	for _, d := range demos {
+		if !seen[d.Scene] {
+			seen[d.Scene] = true
+			scenes = append(scenes, d.Scene)
+		}
+	}
+	k := min(max(2, int(math.Round(1/share))), len(scenes)) // at least one held out
+	held := map[string]bool{}
+	for i, sc := range scenes {
+		if i%k == k-1 {
+			held[sc] = true
+		}
+	}
+	return held
+}
+
+// daggerCache is DAggerFile: the DAgger demonstrations of one policy
+// (by its SHA-256), task bound and points.
+type daggerCache struct {
+	Policy        string
+	Tasks, Points int
+	Rollouts      int
+	Solved        int
+	Demos         []Demo
+}
+
+// DAggerFile holds the DAgger demonstrations of a run (RunOptions.DAgger).
+const DAggerFile = "dagger.json"
+
+// loadDAgger returns the DAgger demonstrations of o's policy on the
+// training scenes of demos, from o.Out's DAggerFile when it holds those of
+// the same policy, bound and points, else made anew and saved there.
+func loadDAgger(ctx context.Context, o RunOptions, demos []Demo, logf func(string, ...any)) ([]Demo, error) {
+	data, err := os.ReadFile(o.DAgger)
+	if err != nil {
+		return nil, fmt.Errorf("train: DAgger policy: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	policy := hex.EncodeToString(sum[:])
+	path := filepath.Join(o.Out, DAggerFile)
+	if b, err := os.ReadFile(path); err == nil {
+		var c daggerCache
+		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints {
+			logf("DAgger: %d demonstrations read from %s", len(c.Demos), path)
+			return c.Demos, nil
+		}
+	}
+	held := heldOutScenes(demos, o.HeldOut)
+	var tasks []Demo
+	for _, d := range demos {
+		if !held[d.Scene] {
+			tasks = append(tasks, d)
+		}
+	}
+	if n := o.DAggerTasks; n > 0 && n < len(tasks) {
+		spread := make([]Demo, n)
+		for i := range spread {
+			spread[i] = tasks[i*len(tasks)/n]
+		}
+		tasks = spread
+	}
+	src, err := o.sources()
+	if err != nil {
+		return nil, err
+	}
+	lm, err := models.Load(ctx, o.DAgger, models.Options{Threads: 1, Sequences: 2, ContextLength: 4096})
+	if err != nil {
+		return nil, fmt.Errorf("train: DAgger policy: %w", err)
+	}
+	defer lm.Close()
+	start := time.Now()
+	dd, solved, err := DAggerDemos(ctx, lm, src, tasks, DAggerOptions{Points: o.DAggerPoints})
+	if err != nil {
+		return nil, err
+	}
+	logf("DAgger: %s rolled out on %d training tasks: %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
+		o.DAgger, len(tasks), solved, len(dd), time.Since(start).Seconds())
+	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, Rollouts: len(tasks), Solved: solved, Demos: dd})
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	return dd, nil
 }
 
 // writeGGUF writes p with tok to path, marked as trained on the compact

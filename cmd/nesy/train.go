@@ -48,6 +48,15 @@ to renaming the blocks, which stay for evaluation), and --virtualhome the
 problems of VirtualHome's train split (nesy bench --split train; the test
 split is for evaluation), each demonstrated the same way.
 
+--dagger PRIOR.gguf rolls a prior out on the training tasks (constrained
+greedy decoding, as nesy bench --method cgreedy; held-out scenes never) and,
+where it fails, adds the reference planner's plans from the states it reached
+after its own steps (DAgger: the loss covers the planner's part), so that the
+prior learns to recover from its own mistakes. The vocabulary stays the one of
+the planner's demonstrations: a run's checkpoint continues on the aggregated
+data with --resume and more --steps. The demonstrations are saved in
+DIR/dagger.json.
+
 It writes DIR/prior.gguf (loadable by --model DIR/prior.gguf), DIR/train.svg
 (training and held-out loss per plan token), DIR/demos.json (the
 demonstrations, reused by a later run with the same --limit, --goals,
@@ -98,6 +107,9 @@ demonstrations, reused by a later run with the same --limit, --goals,
 	f.BoolVar(&o.Masked, "masked", false, "loss over the tokens the constraint allows at each plan token (the distribution the planner uses), not the whole vocabulary")
 	f.IntVar(&o.Goals, "goals", 0, "further goals per training game, sampled on its scene over the six task types and demonstrated too")
 	f.IntVar(&o.Blocksworld, "blocksworld", 0, "generated Blocksworld problems demonstrated too (none equal to a PlanBench instance up to renaming)")
+	f.StringVar(&o.DAgger, "dagger", "", "a prior (GGUF) whose failed rollouts on the training tasks get the reference planner's corrections as further demonstrations")
+	f.IntVar(&o.DAggerTasks, "dagger-tasks", 0, "training tasks rolled out by --dagger (spread evenly; 0: all)")
+	f.IntVar(&o.DAggerPoints, "dagger-points", 3, "states per failed rollout that get a correction")
 	f.BoolVar(&vh, "virtualhome", false, "demonstrate the problems of VirtualHome's train split too")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")

@@ -1,0 +1,150 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/nesy-dev/nesy/constraint"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/pddl/search"
+	"github.com/nesy-dev/nesy/planner"
+)
+
+// DAggerOptions configure DAggerDemos.
+type DAggerOptions struct {
+	// Points is how many states of a failed rollout get a demonstration:
+	// the first step that does not bring the goal nearer, then states
+	// spread over the rest of the rollout (0: 3).
+	Points int
+	// MaxActions bounds a rollout (0: 50, as nesy bench).
+	MaxActions int
+	// Timeout bounds the reference planner per state (0: 10 s).
+	Timeout time.Duration
+}
+
+// DAggerDemos rolls the prior lm out on the tasks of demos by constrained
+// greedy decoding (the prior alone, as `nesy bench --method cgreedy` runs
+// it) and, where it does not reach the goal, asks the reference planner what
+// to do from the states it went to (DAgger: the expert labels the learner's
+// own states). Each returned demonstration has the rollout's steps up to a
+// state as its Prefix and the reference planner's plan from there as its
+// Plan, so that training on it teaches the prior to recover from its own
+// mistakes (going back and forth, taking the wrong object) instead of only
+// following the planner's paths. The first chosen state is where the
+// rollout first took a step that did not shorten the planner's plan from
+// there; the others are spread over the rest of the rollout. demos must be
+// training tasks (src reopens them); the second result counts the rollouts
+// that reached the goal.
+func DAggerDemos(ctx context.Context, lm models.LM, src Sources, demos []Demo, o DAggerOptions) ([]Demo, int, error) {
+	if o.Points <= 0 {
+		o.Points = 3
+	}
+	if o.MaxActions <= 0 {
+		o.MaxActions = 50
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	idx, err := constraint.NewIndex(lm)
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: %w", err)
+	}
+	var out []Demo
+	solved := 0
+	for _, d := range demos {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("train: DAgger: %w", err)
+		}
+		if len(d.Prefix) > 0 {
+			continue // a DAgger demonstration itself
+		}
+		ep, err := src.open(ctx, d)
+		if err != nil {
+			return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+		}
+		task, lex := ep.Task(), ep.Lexicon()
+		res, err := planner.Run(ctx, lm, planner.Task{Lexicon: lex, Goal: ep.Goal()}, planner.CGreedy,
+			planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx})
+		if err != nil {
+			return nil, 0, fmt.Errorf("train: DAgger: %s: rollout: %w", d.ID, err)
+		}
+		if res.GoalReached {
+			solved++
+			continue
+		}
+		states := res.Validation.States // States[i]: before step i
+		// plan returns the reference planner's plan from states[i] (nil:
+		// none found, e.g. a dead end).
+		cache := map[int][]int{}
+		plan := func(i int) ([]int, error) {
+			if p, ok := cache[i]; ok {
+				return p, nil
+			}
+			t := *task
+			t.Init = states[i]
+			r, err := search.Solve(ctx, &t, search.Options{PreferredOperators: true, Timeout: o.Timeout})
+			if err != nil {
+				return nil, err
+			}
+			var p []int
+			if r.Status == search.Solved {
+				p = r.Plan
+			}
+			cache[i] = p
+			return p, nil
+		}
+		length := func(p []int) int {
+			if p == nil {
+				return math.MaxInt
+			}
+			return len(p)
+		}
+		first := -1
+		for i := 0; i+1 < len(states); i++ {
+			a, err := plan(i)
+			if err != nil {
+				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+			}
+			b, err := plan(i + 1)
+			if err != nil {
+				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+			}
+			if a != nil && length(b) >= length(a) {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			continue // every step made progress: the rollout ran out of actions
+		}
+		points := []int{first}
+		rest := len(states) - 1 - first // states after the first
+		for k := 1; k < o.Points && rest > 0; k++ {
+			i := first + k*rest/o.Points
+			if i > points[len(points)-1] && i < len(states) {
+				points = append(points, i)
+			}
+		}
+		for _, i := range points {
+			p, err := plan(i)
+			if err != nil {
+				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+			}
+			if len(p) == 0 {
+				continue
+			}
+			nd := Demo{ID: fmt.Sprintf("%s#dagger%d", d.ID, i), Scene: d.Scene, Env: d.Env, Goal: d.Goal, Problem: d.Problem,
+				Messages: d.Messages}
+			for _, a := range res.Plan[:i] {
+				nd.Prefix = append(nd.Prefix, lex.Text(a))
+			}
+			for _, a := range p {
+				nd.Plan = append(nd.Plan, lex.Text(a))
+			}
+			out = append(out, nd)
+		}
+	}
+	return out, solved, nil
+}

@@ -1,0 +1,109 @@
+package train
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/envs"
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
+)
+
+// TestDAggerDemos: a random-weight prior rolled out on training tasks
+// (generated Blocksworld problems and an ALFWorld game) fails, and every
+// DAgger demonstration made from its rollouts starts from a state the
+// rollout reached (its prefix applies step by step from the start) and
+// reaches the goal from there (prefix then plan is a valid plan to the
+// goal). The examples' loss starts after the prefix, whose tokens the
+// constraint follows too (the constrained sets cover the plan only).
+func TestDAggerDemos(t *testing.T) {
+	ctx := context.Background()
+	ds := testenv.Datasets(t)
+	bw, err := envs.NewBlocksworld(filepath.Join(ds, "planbench-blocksworld"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, err := GenerateBlocksworld(4, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DemoOptions{Prompt: decoder.PromptOptions{Compact: true}}
+	demos, _, err := BlocksworldDemos(ctx, bw, probs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(ds, "alfworld", "valid_train")
+	opts.Limit = 1
+	ad, _, err := ALFWorldDemos(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	demos = append(demos, ad...)
+	tok := NewTokenizer(demos, 800)
+	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := writeGGUF(p, tok, path); err != nil {
+		t.Fatal(err)
+	}
+	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 2, ContextLength: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	src := Sources{ALFWorld: dir, Blocksworld: bw}
+	dd, solved, err := DAggerDemos(ctx, lm, src, demos, DAggerOptions{Points: 3, MaxActions: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dd) == 0 {
+		t.Fatalf("no DAgger demonstrations from %d rollouts (%d reached the goal)", len(demos), solved)
+	}
+	withPrefix := 0
+	for _, d := range dd {
+		ep, err := src.open(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, lex := ep.Task(), ep.Lexicon()
+		s := task.Init
+		for k, text := range append(slices.Clone(d.Prefix), d.Plan...) {
+			a, ok := lex.Lookup(s, text)
+			if !ok {
+				t.Fatalf("%s: step %d %q is not applicable", d.ID, k, text)
+			}
+			s = task.Apply(s, a)
+		}
+		if !task.GoalReached(s) {
+			t.Fatalf("%s: prefix %v then plan %v does not reach the goal", d.ID, d.Prefix, d.Plan)
+		}
+		if len(d.Prefix) > 0 {
+			withPrefix++
+		}
+	}
+	if withPrefix == 0 {
+		t.Errorf("no demonstration starts after a step of the rollout")
+	}
+	ex, err := Tokenize(lm, dd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := ConstrainedSets(ctx, lm, src, dd, ex)
+	if err != nil || left != 0 {
+		t.Fatalf("constrained sets: %d left, %v", left, err)
+	}
+	for i, x := range ex {
+		if len(dd[i].Prefix) > 0 && (x.PromptEnd == 0 || x.PromptEnd >= x.PlanStart) {
+			t.Fatalf("%s: prompt ends at %d, plan starts at %d", x.ID, x.PromptEnd, x.PlanStart)
+		}
+		if len(x.Allowed) != len(x.Tokens)-x.PlanStart {
+			t.Fatalf("%s: %d allowed sets for %d plan tokens", x.ID, len(x.Allowed), len(x.Tokens)-x.PlanStart)
+		}
+	}
+	t.Logf("%d DAgger demonstrations (%d after a prefix) from %d rollouts, %d reached the goal", len(dd), withPrefix, len(demos), solved)
+}
