@@ -10,7 +10,7 @@ export CGO_CXXFLAGS := -O3 -march=$(NESY_MARCH)
 
 GO ?= go
 
-.PHONY: build test demo ui ui-test
+.PHONY: build test demo demo-tiny ui ui-test
 
 build:
 	$(GO) build -o bin/nesy ./cmd/nesy
@@ -36,12 +36,17 @@ test:
 		echo "make test: SKIP the browser test of /ui: install chromium, nodejs and npm (as .ci/run does) to run it"; \
 	fi
 
-# The main job on a fresh machine: build, generate a tiny random-weight qwen3
-# model (with the real Qwen3 vocabulary when ../shared/tokenizers is there),
-# and let constrained MCTS write a plan for the example task; the plan is
-# re-validated before it is printed.
-DEMO_TOKENIZER ?= $(wildcard ../shared/tokenizers/qwen3/tokenizer.json)
+# The main job on a fresh machine: build, and let constrained MCTS write a
+# plan for the example task with nesy's trained prior (embedded in the
+# binary: no model file, no download); the plan is re-validated before it
+# is printed. `make demo-tiny` does the same with a generated random-weight
+# qwen3 (with the real Qwen3 vocabulary when ../shared/tokenizers is there).
 demo: build
+	./bin/nesy plan --domain examples/blocks/domain.pddl --problem examples/blocks/problem.pddl \
+		--method cmcts --seconds 60 --json
+
+DEMO_TOKENIZER ?= $(wildcard ../shared/tokenizers/qwen3/tokenizer.json)
+demo-tiny: build
 	./bin/nesy mkmodel --arch qwen3 --seed 1 --out bin/demo-qwen3.gguf $(if $(DEMO_TOKENIZER),--tokenizer $(DEMO_TOKENIZER))
 	./bin/nesy plan --domain examples/blocks/domain.pddl --problem examples/blocks/problem.pddl \
 		--model bin/demo-qwen3.gguf --method cmcts --seconds 60 --json

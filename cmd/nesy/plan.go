@@ -93,7 +93,9 @@ h_FF leaf values, lambda 0.1): the same as POST /v1/plan and nesy bench, all
 three running package planner.
 
 --model takes a GGUF file, the name of a model pulled into the local Ollama
-store (e.g. qwen3:4b), or "tiny": a random-weight qwen3 model generated once
+store (e.g. qwen3:4b), "prior" (the default when --model is omitted): nesy's
+trained planning prior, embedded in the binary (see "nesy train"), or
+"tiny": a random-weight qwen3 model generated once
 into the user cache folder (with the real Qwen3 vocabulary when
 ../shared/tokenizers is found), which needs no download, or "uniform": zero
 logits over the tiny model's vocabulary (every token the constraint allows
@@ -120,7 +122,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
 	fl.StringVar(&f.problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
-	fl.StringVar(&f.model, "model", "", `GGUF file, Ollama model name, "tiny" (a generated random-weight qwen3, cached) or "uniform" (zero logits: every allowed token alike)`)
+	fl.StringVar(&f.model, "model", "", `GGUF file, Ollama model name, "prior" (the embedded trained prior; the default), "tiny" (a generated random-weight qwen3, cached) or "uniform" (zero logits: every allowed token alike)`)
 	fl.StringVar(&f.method, "method", string(planner.DefaultMethod), planner.Names(planner.Methods()))
 	fl.StringVar(&f.lexicon, "lexicon", "", "lexicon JSON file (action and object text)")
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
@@ -155,6 +157,9 @@ type planTask struct {
 
 func runPlan(cmd *cobra.Command, f *planFlags) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if f.model == "" {
+		f.model = defaultModel
+	}
 	res := planJSON{Method: f.method, Model: f.model, Plan: []string{}, Actions: []string{}}
 	report := func(code int) error {
 		if f.asJSON {
@@ -270,8 +275,6 @@ func (f *planFlags) check() error {
 	switch {
 	case f.problem == "":
 		return errors.New("--problem is required")
-	case f.model == "":
-		return errors.New("--model is required (a GGUF file or an Ollama model name)")
 	case f.seconds < 0 || f.simulations < 0 || f.maxActions < 0 || f.maxTokens < 0:
 		return errors.New("--seconds, --simulations, --max-actions and --max-tokens must not be negative")
 	case strings.Contains(f.endMarker, "\n"):

@@ -166,3 +166,48 @@ func TestPlanCLI(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultModelIsTheTrainedPrior: with --model omitted, nesy plan
+// plans with the trained prior embedded in the binary, and that prior has
+// learnt something: constrained greedy decoding (no search) reaches the goal
+// on some of twenty ALFWorld valid_train games (every tenth; the split it
+// was trained on) where the uniform prior (zero logits) reaches none.
+// Every plan either way is valid.
+func TestDefaultModelIsTheTrainedPrior(t *testing.T) {
+	ds := testenv.Datasets(t)
+	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_train/*/*/game.tw-pddl"))
+	if len(games) < 200 {
+		t.Fatalf("%d valid_train games, want 200", len(games))
+	}
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(t.TempDir(), "cache"))
+	solved := map[string]int{}
+	for i := 0; i < len(games); i += 10 {
+		for _, model := range []string{"", uniformModel} {
+			args := []string{"plan", "--problem", games[i], "--method", "cgreedy", "--threads", "1", "--json"}
+			if model != "" {
+				args = append(args, "--model", model)
+			}
+			out, stderr, code := runPlanCLI(t, args...)
+			var res planJSON
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("%s %q: %v\nstderr: %s", games[i], model, err, stderr)
+			}
+			if !res.Valid {
+				t.Errorf("%s, model %q: invalid plan %v", games[i], model, res.Plan)
+			}
+			if model == "" && res.Model != defaultModel {
+				t.Errorf("default model reported as %q, want %q", res.Model, defaultModel)
+			}
+			if res.GoalReached != (code == 0) {
+				t.Errorf("%s: goal_reached %v with exit status %d", games[i], res.GoalReached, code)
+			}
+			if res.GoalReached {
+				solved[res.Model]++
+			}
+		}
+	}
+	t.Logf("goals reached on 20 valid_train games, cgreedy: prior %d, uniform %d", solved[defaultModel], solved[uniformModel])
+	if solved[defaultModel] == 0 || solved[defaultModel] <= solved[uniformModel] {
+		t.Errorf("the embedded prior reached %d goals, the uniform prior %d: the prior should reach some and more", solved[defaultModel], solved[uniformModel])
+	}
+}

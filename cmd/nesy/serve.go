@@ -70,6 +70,14 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 					log.Warn("listening beyond loopback without a bearer token: anyone who can reach " + addr + " can use the server (set --token or NESY_TOKEN)")
 				}
 			}
+			if o.Model == "" || o.Model == defaultModel {
+				// The trained prior embedded in the binary.
+				path, err := ensurePrior()
+				if err != nil {
+					return err
+				}
+				o.Model = path
+			}
 			if o.Model == uniformModel || o.Model == tinyModel {
 				// The generated tiny model, served as it is or as the
 				// uniform prior over its vocabulary.
@@ -98,7 +106,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:11435", "listen address (host:port); loopback by default")
-	f.StringVar(&o.Model, "model", "", `model loaded at start and used when a request names none: a GGUF path, an Ollama model name, "tiny" (the generated random-weight qwen3) or "uniform" (zero logits over tiny's vocabulary: every allowed token alike, no forward pass)`)
+	f.StringVar(&o.Model, "model", "", `model loaded at start and used when a request names none: a GGUF path, an Ollama model name, "prior" (the trained prior embedded in the binary; the default), "tiny" (the generated random-weight qwen3) or "uniform" (zero logits over tiny's vocabulary: every allowed token alike, no forward pass)`)
 	f.StringVar(&o.ModelsDir, "models-dir", "", "folder of GGUF files requests may name (relative names only)")
 	f.StringVar(&o.OllamaStore, "ollama-models", "", "Ollama model store requests may name models from (default $OLLAMA_MODELS or ~/.ollama/models)")
 	f.BoolVar(&o.NoOllamaStore, "no-ollama", false, "do not serve models from the Ollama store")
