@@ -42,20 +42,9 @@ func TestDAggerDemos(t *testing.T) {
 		t.Fatal(err)
 	}
 	demos = append(demos, ad...)
-	tok := NewTokenizer(demos, 800)
-	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := writeGGUF(p, tok, path); err != nil {
-		t.Fatal(err)
-	}
-	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 2, ContextLength: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lm.Close()
+	// Room for ALFWorld's prompts and a rollout; the decoder takes two
+	// sequence slots.
+	_, lm := tinyPriorWith(t, demos, 800, models.Options{Threads: 1, Sequences: 2, ContextLength: 2048})
 	src := Sources{ALFWorld: dir, Blocksworld: bw}
 	dd, solved, err := DAggerDemos(ctx, lm, src, demos, DAggerOptions{Points: 3, MaxActions: 12})
 	if err != nil {

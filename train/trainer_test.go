@@ -197,6 +197,12 @@ func TestDemosTrainOnDecoderPrompt(t *testing.T) {
 // ends) and returns its tokenizer and the engine.
 func tinyPrior(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, *models.Engine) {
 	t.Helper()
+	return tinyPriorWith(t, demos, merges, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+}
+
+// tinyPriorWith is tinyPrior loaded with opts.
+func tinyPriorWith(t *testing.T, demos []Demo, merges int, opts models.Options) (*gguf.Tokenizer, *models.Engine) {
+	t.Helper()
 	tok := NewTokenizer(demos, merges)
 	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
 	if err != nil {
@@ -206,7 +212,7 @@ func tinyPrior(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, *models
 	if err := writeGGUF(p, tok, path); err != nil {
 		t.Fatal(err)
 	}
-	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	lm, err := models.Load(context.Background(), path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
