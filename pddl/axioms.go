@@ -185,13 +185,23 @@ type axiomEval struct {
 	derived State
 	// strata[k] are the axioms of stratum k, in Task.Axioms order.
 	strata [][]int32
-	// rec[a] are the positive body facts of axiom a derived in its own
-	// stratum (not final when the stratum starts); watch[f] the axioms
-	// with f in rec.
-	rec   [][]int32
-	watch map[int32][]int32
+	// rules[a] is axiom a split for evaluation.
+	rules []axiomRule
+	// watch[f] are the axioms with fact f in their rec (nil for most
+	// facts; indexed by fact).
+	watch [][]int32
 	// pool holds *axiomScratch: EvalAxioms is safe for concurrent use.
 	pool sync.Pool
+}
+
+// axiomRule is an axiom's body split by when its facts are final: fixed
+// (positive facts not derived in the axiom's own stratum, final when the
+// stratum starts), neg (negative facts: lower strata only, so final too)
+// and rec (positive facts derived in its own stratum).
+type axiomRule struct {
+	head       int32
+	fixed, neg []int32
+	rec        []int32
 }
 
 // axiomScratch is the per-evaluation state: count[a] is the number of
@@ -203,7 +213,7 @@ type axiomScratch struct {
 }
 
 func newAxiomEval(t *Task) *axiomEval {
-	ev := &axiomEval{derived: NewState(len(t.Facts)), watch: map[int32][]int32{}}
+	ev := &axiomEval{derived: NewState(len(t.Facts)), watch: make([][]int32, len(t.Facts))}
 	stratumOf := map[int]int{}
 	for _, ax := range t.Axioms {
 		ev.derived.Set(ax.Head)
@@ -214,14 +224,19 @@ func newAxiomEval(t *Task) *axiomEval {
 			ev.strata = append(ev.strata, nil)
 		}
 		ev.strata[ax.Stratum] = append(ev.strata[ax.Stratum], int32(i))
-		var rec []int32
+		r := axiomRule{head: int32(ax.Head)}
 		for _, f := range ax.Body.Pos {
 			if st, ok := stratumOf[f]; ok && st == ax.Stratum {
-				rec = append(rec, int32(f))
-				ev.watch[int32(f)] = append(ev.watch[int32(f)], int32(i))
+				r.rec = append(r.rec, int32(f))
+				ev.watch[f] = append(ev.watch[f], int32(i))
+			} else {
+				r.fixed = append(r.fixed, int32(f))
 			}
 		}
-		ev.rec = append(ev.rec, rec)
+		for _, f := range ax.Body.Neg {
+			r.neg = append(r.neg, int32(f))
+		}
+		ev.rules = append(ev.rules, r)
 	}
 	n := len(t.Axioms)
 	ev.pool.New = func() any { return &axiomScratch{count: make([]int32, n)} }
@@ -251,24 +266,20 @@ func (t *Task) EvalAxioms(s State) {
 	queue := sc.queue[:0]
 	for _, axs := range ev.strata {
 		for _, a := range axs {
-			ax := &t.Axioms[a]
-			if s.Has(ax.Head) {
+			r := &ev.rules[a]
+			if s.Has(int(r.head)) || !r.holds(s) {
 				continue
 			}
-			rec := ev.rec[a]
 			// The body without its own-stratum facts is final now.
-			if !holdsExcept(ax.Body, s, rec) {
-				continue
-			}
 			n := int32(0)
-			for _, f := range rec {
+			for _, f := range r.rec {
 				if !s.Has(int(f)) {
 					n++
 				}
 			}
 			if n == 0 {
-				s.Set(ax.Head)
-				queue = append(queue, int32(ax.Head))
+				s.Set(int(r.head))
+				queue = append(queue, r.head)
 				continue
 			}
 			sc.count[a] = n
@@ -284,7 +295,7 @@ func (t *Task) EvalAxioms(s State) {
 				if sc.count[a]--; sc.count[a] > 0 {
 					continue
 				}
-				if h := t.Axioms[a].Head; !s.Has(h) {
+				if h := int(ev.rules[a].head); !s.Has(h) {
 					s.Set(h)
 					queue = append(queue, int32(h))
 				}
@@ -298,15 +309,16 @@ func (t *Task) EvalAxioms(s State) {
 	sc.queue = queue
 }
 
-// holdsExcept is c.Holds(s) ignoring the positive facts in skip.
-func holdsExcept(c Conj, s State, skip []int32) bool {
-	for _, f := range c.Pos {
-		if !s.Has(f) && !slices.Contains(skip, int32(f)) {
+// holds reports whether the rule's final facts hold in s: every fixed
+// fact and no negative one.
+func (r *axiomRule) holds(s State) bool {
+	for _, f := range r.fixed {
+		if !s.Has(int(f)) {
 			return false
 		}
 	}
-	for _, f := range c.Neg {
-		if s.Has(f) {
+	for _, f := range r.neg {
+		if s.Has(int(f)) {
 			return false
 		}
 	}
