@@ -1,6 +1,7 @@
 // Package prior ships nesy's trained planning prior: a small llama-shaped
-// GGUF written by `nesy train` from ALFWorld's valid_train games (never
-// valid_unseen, which is for evaluation), embedded in the binary so that
+// GGUF written by `nesy train` from training splits only (ALFWorld's
+// valid_train games, generated Blocksworld problems, VirtualHome's train
+// split; never an evaluation split), embedded in the binary so that
 // plan, bench and serve have a model that adds something without a
 // download. Commands load it by path: Ensure writes it once into a cache
 // folder, named by its content's hash, and returns that path.
