@@ -128,6 +128,9 @@ func DAggerDemos(ctx context.Context, lm models.LM, src Sources, demos []Demo, o
 			}
 		}
 		for _, i := range points {
+			if i == 0 {
+				continue // the planner's plan from the initial state: the demonstration itself
+			}
 			p, err := plan(i)
 			if err != nil {
 				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)

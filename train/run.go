@@ -110,7 +110,7 @@ type demoCache struct {
 // loadDemos returns the demonstrations of o, from o.Out's DemosFile when it
 // holds those of the same games, goals and seed, else made anew and saved
 // there.
-func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, logf func(string, ...any)) ([]Demo, []string, error) {
+func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.PromptOptions, logf func(string, ...any)) ([]Demo, []string, error) {
 	path := filepath.Join(o.Out, DemosFile)
 	if data, err := os.ReadFile(path); err == nil {
 		var c demoCache
@@ -127,10 +127,6 @@ func loadDemos(ctx context.Context, o RunOptions, prompt decoder.PromptOptions, 
 		return nil, nil, err
 	}
 	logf("demonstrations: ALFWorld: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
-	src, err := o.sources()
-	if err != nil {
-		return nil, nil, err
-	}
 	if o.Blocksworld > 0 {
 		start := time.Now()
 		keys, err := PlanBenchKeys(filepath.Join(o.PlanBench, "instances"))
@@ -211,7 +207,11 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	prompt := decoder.PromptOptions{Compact: true}
-	demos, _, err := loadDemos(ctx, o, prompt, logf)
+	src, err := o.sources()
+	if err != nil {
+		return nil, err
+	}
+	demos, _, err := loadDemos(ctx, o, src, prompt, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	}
 	tok := NewTokenizer(demos, o.Merges)
 	if o.DAgger != "" {
-		dd, err := loadDAgger(ctx, o, demos, logf)
+		dd, err := loadDAgger(ctx, o, src, demos, logf)
 		if err != nil {
 			return nil, err
 		}
@@ -249,10 +249,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	examples, err := Tokenize(lm, demos)
 	if err == nil && o.Masked {
 		var left int
-		var src Sources
-		if src, err = o.sources(); err == nil {
-			left, err = ConstrainedSets(ctx, lm, src, demos, examples)
-		}
+		left, err = ConstrainedSets(ctx, lm, src, demos, examples)
 		if err == nil {
 			logf("constrained loss: the constraint's tokens at every plan token of %d examples (%d left unconstrained: their tokens leave it)", len(examples)-left, left)
 		}
@@ -348,7 +345,7 @@ const DAggerFile = "dagger.json"
 // loadDAgger returns the DAgger demonstrations of o's policy on the
 // training scenes of demos, from o.Out's DAggerFile when it holds those of
 // the same policy, bound and points, else made anew and saved there.
-func loadDAgger(ctx context.Context, o RunOptions, demos []Demo, logf func(string, ...any)) ([]Demo, error) {
+func loadDAgger(ctx context.Context, o RunOptions, src Sources, demos []Demo, logf func(string, ...any)) ([]Demo, error) {
 	data, err := os.ReadFile(o.DAgger)
 	if err != nil {
 		return nil, fmt.Errorf("train: DAgger policy: %w", err)
@@ -376,10 +373,6 @@ func loadDAgger(ctx context.Context, o RunOptions, demos []Demo, logf func(strin
 			spread[i] = tasks[i*len(tasks)/n]
 		}
 		tasks = spread
-	}
-	src, err := o.sources()
-	if err != nil {
-		return nil, err
 	}
 	lm, err := models.Load(ctx, o.DAgger, models.Options{Threads: 1, Sequences: 2, ContextLength: 4096})
 	if err != nil {

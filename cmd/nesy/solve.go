@@ -58,7 +58,9 @@ as nesy validate does) before it is printed: one action per line,
 Heuristics: ff, add, max, lmcut, goalcount, blind, or a weighted mix such as
 "mix(1*ff+1*lmcut+0.5*goalcount)"; a ":unit" modifier (or --unit-cost) ignores
 declared action costs, ":noneg" ignores negative preconditions (the plain
-delete relaxation; faster, less informed). Tasks with axioms (PDDL 2.2
+delete relaxation; faster, less informed), ":negax" gives negated derived
+conditions negated axioms instead of relaxing them to true (Fast Downward's
+approximate_negative_cycles; see pddl/heuristic). Tasks with axioms (PDDL 2.2
 :derived predicates, or conditions too large for DNF, which grounding
 compiles into derived predicates) work with ff, add, max, goalcount and
 blind, which treat axioms as zero-cost relaxed rules; lmcut refuses them.

@@ -2,6 +2,7 @@ package heuristic_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -92,6 +93,108 @@ func TestHeuristicsOverAxioms(t *testing.T) {
 		}
 		if r.Status != search.Solved || len(r.Plan) != 2 || math.IsInf(r.InitialH, 0) {
 			t.Errorf("%s: %v, plan %v", alg, r.Status, r.Plan)
+		}
+	}
+}
+
+// gatesDomain: finish needs (not (bad)), bad holds while some object has
+// both x and y; clearing x or y needs the object clearable. finish2 needs
+// (not (p)), where p and q derive each other (a cycle).
+const gatesDomain = `(define (domain gates) (:requirements :adl :derived-predicates)
+ (:types obj)
+ (:predicates (x ?o - obj) (y ?o - obj) (clearable ?o - obj) (bad) (done) (done2) (p) (q) (c))
+ (:derived (bad) (exists (?o - obj) (and (x ?o) (y ?o))))
+ (:derived (p) (q))
+ (:derived (q) (or (p) (c)))
+ (:action clear-x :parameters (?o - obj) :precondition (and (clearable ?o) (x ?o)) :effect (not (x ?o)))
+ (:action clear-y :parameters (?o - obj) :precondition (and (clearable ?o) (y ?o)) :effect (not (y ?o)))
+ (:action clear-c :precondition (c) :effect (not (c)))
+ (:action finish :precondition (not (bad)) :effect (done))
+ (:action finish2 :precondition (not (p)) :effect (done2)))`
+
+// gatesTask grounds gatesDomain with n objects o1..on, each with x and y,
+// all but the first `stuck` clearable.
+func gatesTask(t *testing.T, n, stuck int, goal string) *pddl.Task {
+	t.Helper()
+	d, _, err := pddl.ParseDomain("d.pddl", []byte(gatesDomain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs, init strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&objs, " o%d", i)
+		fmt.Fprintf(&init, " (x o%d) (y o%d)", i, i)
+		if i > stuck {
+			fmt.Fprintf(&init, " (clearable o%d)", i)
+		}
+	}
+	p, _, err := pddl.ParseProblem("p.pddl", []byte(`(define (problem p) (:domain gates) (:objects`+objs.String()+` - obj)
+ (:init (c)`+init.String()+`) (:goal `+goal+`))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := pddl.Ground(d, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// TestNegatedAxioms checks the ":negax" relaxation (Fast Downward's
+// approximate_negative_cycles) against values worked out by hand. With n
+// objects, not(bad) <- for every o, not(x o) or not(y o): 2^n disjuncts of
+// n complements, each complement one clear action away, so reaching done
+// costs n+1 under h_add and h_FF (the real optimum) and 2 under h_max;
+// without :negax (not (bad)) is relaxed to true and every value is 1. Past
+// 512 disjuncts (n = 10: 1,024) the negation is relaxed to true again. An
+// object that cannot be cleared makes done unreachable: a dead end that
+// only :negax sees. p is on a cycle (p <- q <- p), so not(p) stays true
+// under :negax too, although done2 is unreachable while c holds.
+func TestNegatedAxioms(t *testing.T) {
+	for _, c := range []struct {
+		n, stuck int
+		goal     string
+		spec     string
+		want     float64 // +Inf: a dead end
+	}{
+		{3, 0, "(done)", "add", 1},
+		{3, 0, "(done)", "ff", 1},
+		{3, 0, "(done)", "add:negax", 4},
+		{3, 0, "(done)", "max:negax", 2},
+		{3, 0, "(done)", "ff:negax", 4},
+		{5, 0, "(done)", "ff:negax", 6},
+		{10, 0, "(done)", "ff:negax", 1},
+		{3, 1, "(done)", "ff", 1},
+		{3, 1, "(done)", "ff:negax", math.Inf(1)},
+		{3, 1, "(done)", "max:negax", math.Inf(1)},
+		{3, 0, "(done2)", "ff:negax", 1},
+		{3, 0, "(done2)", "add:negax", 1},
+	} {
+		task := gatesTask(t, c.n, c.stuck, c.goal)
+		h, err := heuristic.New(c.spec, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, dead := h.Eval(task.Init); v != c.want || dead != math.IsInf(c.want, 1) {
+			t.Errorf("n=%d stuck=%d goal %s: %s = %v (dead end %v), want %v", c.n, c.stuck, c.goal, c.spec, v, dead, c.want)
+		}
+		if !strings.Contains(c.spec, ":negax") {
+			continue
+		}
+		// Once every clearable object is cleared, bad is false and not(bad)
+		// holds in the state: done is one action away.
+		s := task.Init.Clone()
+		for i := c.stuck + 1; i <= c.n; i++ {
+			act := task.LookupAction("clear-x", []string{fmt.Sprintf("o%d", i)})
+			if len(act) != 1 || !task.IsApplicable(s, act[0]) {
+				t.Fatalf("clear-x o%d: not applicable", i)
+			}
+			s = task.Apply(s, act[0])
+		}
+		if c.stuck == 0 && c.goal == "(done)" {
+			if v, dead := h.Eval(s); dead || v != 1 {
+				t.Errorf("n=%d: %s after clearing = %v (dead end %v), want 1", c.n, c.spec, v, dead)
+			}
 		}
 	}
 }

@@ -40,13 +40,18 @@
 //   - each axiom (Task.Axioms: derived predicates) becomes a zero-cost
 //     operator from its body to its head that belongs to no action, as in
 //     Fast Downward's relaxation heuristics: a relaxed plan goes through it
-//     to the actions that achieve its body. Derived facts get no
-//     complement: a negated derived condition is relaxed to true, as Fast
-//     Downward's relaxation heuristics do with axioms=approximate_negative
-//     (its default, approximate_negative_cycles, also derives not(v) from
-//     the negations of all of v's axiom bodies, a CNF-to-DNF conversion not
-//     done here), so h_max stays admissible and relaxed dead ends stay true
-//     dead ends. LM-cut refuses tasks with
+//     to the actions that achieve its body. By default derived facts get
+//     no complement: a negated derived condition is relaxed to true, as
+//     Fast Downward's relaxation heuristics do with
+//     axioms=approximate_negative. Options.NegatedAxioms (":negax") is
+//     its default, approximate_negative_cycles, instead: a derived fact v
+//     used negatively gets a complement not(v) with one zero-cost negated
+//     axiom per disjunct of the DNF of not(B_1) and ... and not(B_k) over
+//     v's rules v <- B_i (the complements of their positive literals, the
+//     facts of their negative ones), unless v is on a cycle of positive
+//     dependencies or the DNF has more than 512 disjuncts (then not(v)
+//     stays relaxed to true). Either way h_max stays admissible and
+//     relaxed dead ends stay true dead ends. LM-cut refuses tasks with
 //     axioms (New returns an error) rather than return a value whose
 //     guarantees were not checked;
 //   - the DNF goal becomes an artificial fact GOAL, reached by one zero-cost

@@ -28,6 +28,12 @@ type Options struct {
 	// goal literals (the plain delete relaxation) instead of compiling them
 	// into complement facts. Less informed; kept for comparison.
 	IgnoreNegative bool
+	// NegatedAxioms also gives derived facts used negatively a complement,
+	// reached through negated axioms (Fast Downward's
+	// axioms=approximate_negative_cycles; see the package comment) instead
+	// of relaxing their negation to true. Better informed, slower per
+	// evaluation; ignored with IgnoreNegative.
+	NegatedAxioms bool
 }
 
 func value(h int64) (float64, bool) {
@@ -39,14 +45,17 @@ func value(h int64) (float64, bool) {
 
 // suffix returns the modifiers that New needs to rebuild r: ":unit" when r
 // ignores the task's declared action costs, ":noneg" when it ignores
-// negative literals.
+// negative literals, ":negax" when it negates axioms.
 func suffix(r *relaxed) string {
 	s := ""
 	if r.unit && r.task.HasCosts {
 		s += ":unit"
 	}
-	if r.ignoreNeg {
+	switch r.neg {
+	case negIgnore:
 		s += ":noneg"
+	case negAxioms:
+		s += ":negax"
 	}
 	return s
 }

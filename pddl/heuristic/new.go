@@ -51,13 +51,14 @@ func New(spec string, t *pddl.Task) (Heuristic, error) {
 //
 //	spec  = base | "mix" | "mix(" term { ("+" | ",") term } ")"
 //	term  = [ weight "*" ] base
-//	base  = name { ":unit" | ":cost" | ":noneg" }
+//	base  = name { ":unit" | ":cost" | ":noneg" | ":negax" }
 //	name  = "ff" | "add" | "max" | "lmcut" | "goalcount" | "blind"
 //	        (aliases: "hff", "hadd", "hmax", "lm-cut", "gc")
 //
 // ":unit" counts every action as cost 1 for that heuristic, ":cost" uses the
 // task's action costs even when opts.UnitCost is set, ":noneg" ignores
-// negative literals (Options.IgnoreNegative). "mix" alone is
+// negative literals (Options.IgnoreNegative), ":negax" negates axioms
+// (Options.NegatedAxioms). "mix" alone is
 // DefaultMix. Examples: "ff", "lmcut:unit", "mix(1*ff+1*lmcut+0.5*goalcount)".
 // Names are case-insensitive; spaces are ignored.
 func NewWithOptions(spec string, t *pddl.Task, opts Options) (Heuristic, error) {
@@ -115,21 +116,18 @@ func NewWithOptions(spec string, t *pddl.Task, opts Options) (Heuristic, error) 
 type builder struct {
 	t    *pddl.Task
 	opts Options
-	rel  [2][2]*relaxed // [unit costs][negatives ignored]
+	rel  [2][3]*relaxed // [unit costs][negation mode]
 }
 
-func (b *builder) relaxed(unit, ignoreNeg bool) (*relaxed, error) {
+func (b *builder) relaxed(unit bool, neg negMode) (*relaxed, error) {
 	// Without declared costs both cost modes are the same.
 	u := unit || !b.t.HasCosts
-	i, j := 0, 0
+	i, j := 0, int(neg)
 	if u {
 		i = 1
 	}
-	if ignoreNeg {
-		j = 1
-	}
 	if b.rel[i][j] == nil {
-		r, err := compile(b.t, u, ignoreNeg)
+		r, err := compile(b.t, u, neg)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +138,7 @@ func (b *builder) relaxed(unit, ignoreNeg bool) (*relaxed, error) {
 
 func (b *builder) base(s string) (Heuristic, error) {
 	name, mods, _ := strings.Cut(s, ":")
-	unit, noneg := b.opts.UnitCost, b.opts.IgnoreNegative
+	unit, noneg, negax := b.opts.UnitCost, b.opts.IgnoreNegative, b.opts.NegatedAxioms
 	if mods != "" {
 		for _, mod := range strings.Split(mods, ":") {
 			switch mod {
@@ -150,8 +148,10 @@ func (b *builder) base(s string) (Heuristic, error) {
 				unit = false
 			case "noneg":
 				noneg = true
+			case "negax":
+				negax = true
 			default:
-				return nil, fmt.Errorf("unknown modifier %q in %q (want :unit, :cost or :noneg)", mod, s)
+				return nil, fmt.Errorf("unknown modifier %q in %q (want :unit, :cost, :noneg or :negax)", mod, s)
 			}
 		}
 	}
@@ -168,7 +168,14 @@ func (b *builder) base(s string) (Heuristic, error) {
 	if (name == "lmcut" || name == "lm-cut") && len(b.t.Axioms) > 0 {
 		return nil, fmt.Errorf("lmcut does not support axioms (derived predicates, or conditions compiled into them): the task has %d; use ff, add or max, which treat axioms as zero-cost relaxed rules", len(b.t.Axioms))
 	}
-	r, err := b.relaxed(unit, noneg)
+	neg := negBasic
+	switch {
+	case noneg:
+		neg = negIgnore
+	case negax:
+		neg = negAxioms
+	}
+	r, err := b.relaxed(unit, neg)
 	if err != nil {
 		return nil, err
 	}

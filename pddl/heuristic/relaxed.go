@@ -23,7 +23,7 @@ type relaxed struct {
 	goalFact   int32
 	nActions   int
 	unit       bool
-	ignoreNeg  bool
+	neg        negMode
 
 	// Operator o has preconditions pre[preStart[o]:preStart[o+1]] (a set,
 	// never empty), add effects add[addStart[o]:addStart[o+1]], cost cost[o]
@@ -75,11 +75,25 @@ type protoOp struct {
 	action   int32
 }
 
+// negMode says how the relaxation treats negative literals.
+type negMode int
+
+const (
+	// negBasic gives the non-derived facts used negatively complement
+	// facts and relaxes negated derived facts to true.
+	negBasic negMode = iota
+	// negIgnore drops negative literals (Options.IgnoreNegative).
+	negIgnore
+	// negAxioms is negBasic plus complements of derived facts reached by
+	// negated axioms (Options.NegatedAxioms).
+	negAxioms
+)
+
 // compile builds the relaxed task of t. unit makes every action cost 1;
 // otherwise actions cost Action.Cost when t.HasCosts and 1 when not. Unless
-// ignoreNeg, facts used negatively get complement facts (see the package
-// comment).
-func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
+// neg is negIgnore, facts used negatively get complement facts (see the
+// package comment).
+func compile(t *pddl.Task, unit bool, neg negMode) (*relaxed, error) {
 	if t == nil {
 		return nil, fmt.Errorf("heuristic: nil task")
 	}
@@ -87,25 +101,35 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 		return nil, err
 	}
 	nf := len(t.Facts)
-	r := &relaxed{task: t, nTaskFacts: nf, nActions: len(t.Actions), unit: unit, ignoreNeg: ignoreNeg, minCost: -1}
+	r := &relaxed{task: t, nTaskFacts: nf, nActions: len(t.Actions), unit: unit, neg: neg, minCost: -1}
 
 	// Complement facts: not(f) gets id nf+i for the i-th negatively used f.
 	negID := make([]int32, nf)
 	for i := range negID {
 		negID[i] = -1
 	}
-	// Derived facts get no complement: a negated derived condition is
-	// relaxed to true (Fast Downward's axioms=approximate_negative), which
-	// keeps every value a relaxation.
+	// Derived facts get a complement only from negateAxioms (Fast
+	// Downward's approximate_negative_cycles) under negAxioms; otherwise
+	// their negation is relaxed to true, which keeps every value a
+	// relaxation.
+	var derivedNeg []int
+	newNeg := func(f int) {
+		if negID[f] < 0 {
+			negID[f] = int32(nf + len(r.negOf))
+			r.negOf = append(r.negOf, int32(f))
+		}
+	}
 	useNeg := func(ids []int) {
 		for _, f := range ids {
-			if negID[f] < 0 && !t.IsDerived(f) {
-				negID[f] = int32(nf + len(r.negOf))
-				r.negOf = append(r.negOf, int32(f))
+			if t.IsDerived(f) {
+				derivedNeg = append(derivedNeg, f)
+			} else {
+				newNeg(f)
 			}
 		}
 	}
-	if !ignoreNeg {
+	var negated []negatedAxiom
+	if neg != negIgnore {
 		for ai := range t.Actions {
 			a := &t.Actions[ai]
 			useNeg(a.Pre.Neg)
@@ -118,6 +142,20 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 		}
 		for i := range t.Axioms {
 			useNeg(t.Axioms[i].Body.Neg)
+		}
+	}
+	if neg == negAxioms {
+		var heads []int32
+		heads, negated = negateAxioms(t, derivedNeg)
+		for _, v := range heads {
+			newNeg(int(v))
+		}
+		for _, na := range negated {
+			for _, l := range na.body {
+				if l.comp {
+					newNeg(int(l.f))
+				}
+			}
 		}
 	}
 	// lits returns pos plus the complements of neg, as a set.
@@ -219,6 +257,20 @@ func compile(t *pddl.Task, unit, ignoreNeg bool) (*relaxed, error) {
 	for i := range t.Axioms {
 		ax := &t.Axioms[i]
 		ops = append(ops, protoOp{lits(ax.Body.Pos, ax.Body.Neg), []int32{int32(ax.Head)}, 0, -1})
+	}
+	// Negated axioms likewise, from the complements (and facts) that make
+	// every rule of a derived fact false to its complement.
+	for _, na := range negated {
+		pre := make([]int32, 0, len(na.body))
+		for _, l := range na.body {
+			if l.comp {
+				pre = append(pre, negID[l.f])
+			} else {
+				pre = append(pre, l.f)
+			}
+		}
+		slices.Sort(pre)
+		ops = append(ops, protoOp{slices.Compact(pre), []int32{negID[na.head]}, 0, -1})
 	}
 	for _, g := range t.Goal {
 		ops = append(ops, protoOp{lits(g.Pos, g.Neg), []int32{symGoal}, 0, -1})
