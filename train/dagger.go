@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/nesy-dev/nesy/constraint"
@@ -22,6 +23,19 @@ type DAggerOptions struct {
 	MaxActions int
 	// Timeout bounds the reference planner per state (0: 10 s).
 	Timeout time.Duration
+}
+
+// daggerMark separates a DAgger demonstration's ID from its task's: the
+// task's ID, daggerMark and the step of the rollout it starts after.
+const daggerMark = "#dagger"
+
+// task returns the ID of d's task: d.ID without a DAgger demonstration's
+// suffix.
+func (d Demo) task() string {
+	if i := strings.LastIndex(d.ID, daggerMark); i >= 0 {
+		return d.ID[:i]
+	}
+	return d.ID
 }
 
 // DAggerDemos rolls the prior lm out on the tasks of demos by constrained
@@ -138,7 +152,7 @@ func DAggerDemos(ctx context.Context, lm models.LM, src Sources, demos []Demo, o
 			if len(p) == 0 {
 				continue
 			}
-			nd := Demo{ID: fmt.Sprintf("%s#dagger%d", d.ID, i), Scene: d.Scene, Env: d.Env, Goal: d.Goal, Problem: d.Problem,
+			nd := Demo{ID: fmt.Sprintf("%s%s%d", d.ID, daggerMark, i), Scene: d.Scene, Env: d.Env, Goal: d.Goal, Problem: d.Problem,
 				Messages: d.Messages}
 			for _, a := range res.Plan[:i] {
 				nd.Prefix = append(nd.Prefix, lex.Text(a))

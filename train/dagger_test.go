@@ -13,9 +13,10 @@ import (
 )
 
 // TestDAggerDemos: a random-weight prior rolled out on training tasks
-// (generated Blocksworld problems and an ALFWorld game) fails, and every
-// DAgger demonstration made from its rollouts starts from a state the
-// rollout reached (its prefix applies step by step from the start) and
+// (generated Blocksworld problems, an ALFWorld game, VirtualHome problems
+// of the train split) fails, and every DAgger demonstration made from its
+// rollouts starts after a step of the rollout (its non-empty prefix applies
+// step by step from the start, and its task reopens by its ID) and
 // reaches the goal from there (prefix then plan is a valid plan to the
 // goal). The examples' loss starts after the prefix, whose tokens the
 // constraint follows too (the constrained sets cover the plan only).
@@ -42,10 +43,23 @@ func TestDAggerDemos(t *testing.T) {
 		t.Fatal(err)
 	}
 	demos = append(demos, ad...)
+	vh, err := envs.NewVirtualHome(filepath.Join(ds, "virtualhome"))
+	if err == nil {
+		vh, err = vh.Split(envs.VirtualHomeTrain)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Limit = 2
+	vd, _, err := VirtualHomeDemos(ctx, vh, opts)
+	if err != nil || len(vd) == 0 {
+		t.Fatalf("VirtualHome demonstrations: %d, %v", len(vd), err)
+	}
+	demos = append(demos, vd...)
 	// Room for ALFWorld's prompts and a rollout; the decoder takes two
 	// sequence slots.
 	_, lm := tinyPriorWith(t, demos, 800, models.Options{Threads: 1, Sequences: 2, ContextLength: 2048})
-	src := Sources{ALFWorld: dir, Blocksworld: bw}
+	src := Sources{ALFWorld: dir, Blocksworld: bw, VirtualHome: vh}
 	dd, solved, err := DAggerDemos(ctx, lm, src, demos, DAggerOptions{Points: 3, MaxActions: 12})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +67,7 @@ func TestDAggerDemos(t *testing.T) {
 	if len(dd) == 0 {
 		t.Fatalf("no DAgger demonstrations from %d rollouts (%d reached the goal)", len(demos), solved)
 	}
-	withPrefix := 0
+	envsSeen := map[string]int{}
 	for _, d := range dd {
 		ep, err := src.open(ctx, d)
 		if err != nil {
@@ -71,12 +85,13 @@ func TestDAggerDemos(t *testing.T) {
 		if !task.GoalReached(s) {
 			t.Fatalf("%s: prefix %v then plan %v does not reach the goal", d.ID, d.Prefix, d.Plan)
 		}
-		if len(d.Prefix) > 0 {
-			withPrefix++
+		if len(d.Prefix) == 0 {
+			t.Errorf("%s: no prefix (the task's own demonstration again)", d.ID)
 		}
+		envsSeen[d.Env]++
 	}
-	if withPrefix == 0 {
-		t.Errorf("no demonstration starts after a step of the rollout")
+	if envsSeen[EnvVirtualHome] == 0 {
+		t.Errorf("no VirtualHome DAgger demonstration (by environment: %v)", envsSeen)
 	}
 	ex, err := Tokenize(lm, dd)
 	if err != nil {
@@ -94,5 +109,5 @@ func TestDAggerDemos(t *testing.T) {
 			t.Fatalf("%s: %d allowed sets for %d plan tokens", x.ID, len(x.Allowed), len(x.Tokens)-x.PlanStart)
 		}
 	}
-	t.Logf("%d DAgger demonstrations (%d after a prefix) from %d rollouts, %d reached the goal", len(dd), withPrefix, len(demos), solved)
+	t.Logf("%d DAgger demonstrations (by environment %v) from %d rollouts, %d reached the goal", len(dd), envsSeen, len(demos), solved)
 }

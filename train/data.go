@@ -98,17 +98,18 @@ type Sources struct {
 
 // open reopens d's task as it was demonstrated.
 func (s *Sources) open(ctx context.Context, d Demo) (*envs.Episode, error) {
+	id := d.task()
 	switch d.Env {
 	case EnvBlocksworld:
 		if s.Blocksworld == nil {
-			return nil, fmt.Errorf("no Blocksworld suite to reopen %s", d.ID)
+			return nil, fmt.Errorf("no Blocksworld suite to reopen %s", id)
 		}
-		return s.Blocksworld.OpenProblem(ctx, d.ID, EnvBlocksworld, d.ID+".pddl", []byte(d.Problem))
+		return s.Blocksworld.OpenProblem(ctx, id, EnvBlocksworld, id+".pddl", []byte(d.Problem))
 	case EnvVirtualHome:
 		if s.VirtualHome == nil {
-			return nil, fmt.Errorf("no VirtualHome suite to reopen %s", d.ID)
+			return nil, fmt.Errorf("no VirtualHome suite to reopen %s", id)
 		}
-		return s.VirtualHome.Open(ctx, d.ID)
+		return s.VirtualHome.Open(ctx, id)
 	case "":
 	default:
 		return nil, fmt.Errorf("unknown environment %q", d.Env)
@@ -132,7 +133,7 @@ func (s *Sources) open(ctx context.Context, d Demo) (*envs.Episode, error) {
 	if err != nil {
 		return nil, err
 	}
-	return envs.OpenALFWorldGameData(ctx, d.ID, d.Goal.Type, game)
+	return envs.OpenALFWorldGameData(ctx, id, d.Goal.Type, game)
 }
 
 // ConstrainedSets sets every example's Allowed, so that the loss is over the
