@@ -109,6 +109,9 @@ func newRegistry(o Options, log *slog.Logger) *registry {
 	}
 	if o.Model != "" {
 		r.defName = defaultModelName(o.Model)
+		if o.ModelName != "" {
+			r.defName = o.ModelName
+		}
 		if o.Uniform {
 			r.defName, r.uniform = models.UniformName, true
 		}

@@ -26,6 +26,10 @@ type Options struct {
 	// GGUF path or an Ollama model name. "" means none (requests must name
 	// a model).
 	Model string
+	// ModelName is the name requests and GET /v1/models give Model; ""
+	// means its file name without ".gguf" (a path) or the Ollama name.
+	// nesy serve names the embedded trained prior "prior".
+	ModelName string
 	// Uniform serves Model as the uniform prior (models.NewUniform: zero
 	// logits over its vocabulary, no forward pass), under the name
 	// "uniform": the ablation that says how much a model's prior adds.

@@ -577,3 +577,43 @@ func TestFolderModelDigest(t *testing.T) {
 	}
 	waitFor(t, "the changed model's digest", func() bool { return listed() == want2 })
 }
+
+// TestDefaultModelName: Options.ModelName is how requests and the model
+// list name the default model (nesy serve's "prior"), in place of its file
+// name.
+func TestDefaultModelName(t *testing.T) {
+	ts := startServer(t, Options{ModelName: "prior"})
+	for _, c := range []struct {
+		model  string
+		status int
+	}{{"", http.StatusOK}, {"prior", http.StatusOK}, {"tiny-qwen3", http.StatusNotFound}} {
+		req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCGreedy, "max_actions": 8}
+		if c.model != "" {
+			req["model"] = c.model
+		}
+		status, _, body := ts.do("POST", "/v1/plan", req)
+		if status != c.status {
+			t.Fatalf("model %q: status %d, want %d: %s", c.model, status, c.status, body)
+		}
+		if status == http.StatusOK {
+			if r := decodePlan(t, body); r.Model != "prior" {
+				t.Errorf("model %q: answered by %q, want prior", c.model, r.Model)
+			}
+		}
+	}
+	status, _, body := ts.do("GET", "/v1/models", nil)
+	var list modelsResponse
+	if status != http.StatusOK || json.Unmarshal(body, &list) != nil {
+		t.Fatalf("/v1/models: %d %s", status, body)
+	}
+	var names []string
+	for _, m := range list.Models {
+		names = append(names, m.Name)
+		if m.Source == "default" && m.Name != "prior" {
+			t.Errorf("default model listed as %q", m.Name)
+		}
+	}
+	if !slices.Contains(names, "prior") {
+		t.Errorf("models listed: %v, want prior among them", names)
+	}
+}

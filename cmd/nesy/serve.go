@@ -76,7 +76,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 				if err != nil {
 					return err
 				}
-				o.Model = path
+				o.Model, o.ModelName = path, defaultModel
 			}
 			if o.Model == uniformModel || o.Model == tinyModel {
 				// The generated tiny model, served as it is or as the
