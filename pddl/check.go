@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/nesy-dev/nesy/internal/graph"
 )
 
 // This file checks a parsed domain (and, at grounding, a problem against its
@@ -59,68 +61,16 @@ func newTypeTree(d *Domain, p *parser) *typeTree {
 // strongly connected components, iteratively, so a chain of many thousand
 // types needs neither quadratic time nor a deep stack).
 func (t *typeTree) cyclic() map[string]bool {
-	index := map[string]int{}
-	low := map[string]int{}
-	onStack := map[string]bool{}
-	var stack []string
-	out := map[string]bool{}
-	type frame struct {
-		v    string
-		next int // index of the next parent to visit
-	}
 	names := make([]string, 0, len(t.parents))
 	for v := range t.parents {
 		names = append(names, v)
 	}
 	sort.Strings(names)
-	for _, root := range names {
-		if _, seen := index[root]; seen {
-			continue
-		}
-		work := []frame{{v: root}}
-		index[root], low[root] = len(index), len(index)
-		stack = append(stack, root)
-		onStack[root] = true
-		for len(work) > 0 {
-			f := &work[len(work)-1]
-			if ps := t.parents[f.v]; f.next < len(ps) {
-				w := ps[f.next]
-				f.next++
-				if w == f.v {
-					out[w] = true // its own parent
-				}
-				if _, seen := index[w]; !seen {
-					index[w], low[w] = len(index), len(index)
-					stack = append(stack, w)
-					onStack[w] = true
-					work = append(work, frame{v: w})
-				} else if onStack[w] {
-					low[f.v] = min(low[f.v], index[w])
-				}
-				continue
-			}
-			v := f.v
-			work = work[:len(work)-1]
-			if len(work) > 0 {
-				u := work[len(work)-1].v
-				low[u] = min(low[u], low[v])
-			}
-			if low[v] == index[v] {
-				// v roots a component: pop it; more than one member is a cycle.
-				i := len(stack) - 1
-				for stack[i] != v {
-					i--
-				}
-				comp := stack[i:]
-				if len(comp) > 1 {
-					for _, x := range comp {
-						out[x] = true
-					}
-				}
-				for _, x := range comp {
-					onStack[x] = false
-				}
-				stack = stack[:i]
+	out := map[string]bool{}
+	for _, comp := range graph.SCC(names, func(v string) []string { return t.parents[v] }) {
+		if len(comp) > 1 || slices.Contains(t.parents[comp[0]], comp[0]) {
+			for _, x := range comp {
+				out[x] = true // more than one member, or its own parent: a cycle
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package heuristic
 import (
 	"slices"
 
+	"github.com/nesy-dev/nesy/internal/graph"
 	"github.com/nesy-dev/nesy/pddl"
 )
 
@@ -69,8 +70,7 @@ func negateAxioms(t *pddl.Task, used []int) (heads []int32, axioms []negatedAxio
 		return nil, nil
 	}
 	// Strongly connected components of the positive dependencies among
-	// the needed facts (Tarjan's algorithm, iterative): components come
-	// out dependencies first.
+	// the needed facts: they come out dependencies first.
 	succ := func(v int32) []int32 {
 		var out []int32
 		for _, ai := range rules[v] {
@@ -87,59 +87,7 @@ func negateAxioms(t *pddl.Task, used []int) (heads []int32, axioms []negatedAxio
 		order = append(order, v)
 	}
 	slices.Sort(order) // deterministic
-	index := map[int32]int{}
-	low := map[int32]int{}
-	onStack := map[int32]bool{}
-	var tstack []int32
-	var comps [][]int32
-	type frame struct {
-		v    int32
-		next []int32
-	}
-	for _, root := range order {
-		if _, seen := index[root]; seen {
-			continue
-		}
-		calls := []frame{{root, succ(root)}}
-		index[root], low[root] = len(index), len(index)
-		tstack = append(tstack, root)
-		onStack[root] = true
-		for len(calls) > 0 {
-			top := &calls[len(calls)-1]
-			if len(top.next) > 0 {
-				w := top.next[0]
-				top.next = top.next[1:]
-				if _, seen := index[w]; !seen {
-					index[w], low[w] = len(index), len(index)
-					tstack = append(tstack, w)
-					onStack[w] = true
-					calls = append(calls, frame{w, succ(w)})
-				} else if onStack[w] {
-					low[top.v] = min(low[top.v], index[w])
-				}
-				continue
-			}
-			v := top.v
-			calls = calls[:len(calls)-1]
-			if len(calls) > 0 {
-				u := calls[len(calls)-1].v
-				low[u] = min(low[u], low[v])
-			}
-			if low[v] == index[v] {
-				var comp []int32
-				for {
-					w := tstack[len(tstack)-1]
-					tstack = tstack[:len(tstack)-1]
-					onStack[w] = false
-					comp = append(comp, w)
-					if w == v {
-						break
-					}
-				}
-				comps = append(comps, comp)
-			}
-		}
-	}
+	comps := graph.SCC(order, succ)
 	has := map[int32]bool{} // derived facts that get a complement
 	for _, comp := range comps {
 		if len(comp) > 1 {
