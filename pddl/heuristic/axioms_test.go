@@ -24,12 +24,18 @@ const roomsDomain = `(define (domain rooms) (:requirements :adl :derived-predica
 
 func roomsTask(t *testing.T, goal string) *pddl.Task {
 	t.Helper()
-	d, _, err := pddl.ParseDomain("d.pddl", []byte(roomsDomain))
+	return groundText(t, roomsDomain, `(define (problem p) (:domain rooms) (:objects r1 r2 r3 - room)
+ (:init (at r1) (door r1 r2) (door r2 r3)) (:goal `+goal+`))`)
+}
+
+// groundText parses and grounds a domain and a problem given as text.
+func groundText(t *testing.T, domain, problem string) *pddl.Task {
+	t.Helper()
+	d, _, err := pddl.ParseDomain("d.pddl", []byte(domain))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := pddl.ParseProblem("p.pddl", []byte(`(define (problem p) (:domain rooms) (:objects r1 r2 r3 - room)
- (:init (at r1) (door r1 r2) (door r2 r3)) (:goal `+goal+`))`))
+	p, _, err := pddl.ParseProblem("p.pddl", []byte(problem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +122,6 @@ const gatesDomain = `(define (domain gates) (:requirements :adl :derived-predica
 // all but the first `stuck` clearable.
 func gatesTask(t *testing.T, n, stuck int, goal string) *pddl.Task {
 	t.Helper()
-	d, _, err := pddl.ParseDomain("d.pddl", []byte(gatesDomain))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var objs, init strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&objs, " o%d", i)
@@ -128,16 +130,8 @@ func gatesTask(t *testing.T, n, stuck int, goal string) *pddl.Task {
 			fmt.Fprintf(&init, " (clearable o%d)", i)
 		}
 	}
-	p, _, err := pddl.ParseProblem("p.pddl", []byte(`(define (problem p) (:domain gates) (:objects`+objs.String()+` - obj)
- (:init (c)`+init.String()+`) (:goal `+goal+`))`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := pddl.Ground(d, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return task
+	return groundText(t, gatesDomain, `(define (problem p) (:domain gates) (:objects`+objs.String()+` - obj)
+ (:init (c)`+init.String()+`) (:goal `+goal+`))`)
 }
 
 // TestNegatedAxioms checks the ":negax" relaxation (Fast Downward's
