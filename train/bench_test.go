@@ -27,14 +27,11 @@ func BenchmarkTrainSequence(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.close()
-			grads := make([][]float32, len(p.List))
-			for i, q := range p.List {
-				grads[i] = make([]float32, len(q.Data))
-			}
+			out := newExOut(p)
 			b.ResetTimer()
 			for b.Loop() {
 				r.sync()
-				if _, _, err := r.run(ex, 1, grads); err != nil {
+				if _, _, err := r.run(ex, 1, out); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -186,10 +186,12 @@ func TestGradients(t *testing.T) {
 			for i, q := range p.List {
 				grads[i] = make([]float32, len(q.Data))
 			}
+			out := newExOut(p)
 			r.sync()
-			if _, _, err := r.run(ex, 1, grads); err != nil {
+			if _, _, err := r.run(ex, 1, out); err != nil {
 				t.Fatal(err)
 			}
+			out.addTo(grads, p.Config.Dim)
 			loss := func() float64 {
 				r.sync()
 				l, _, err := r.run(ex, 1, nil)

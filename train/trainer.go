@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -32,6 +33,11 @@ type Options struct {
 	// with Resume, training continues from it. "" writes none.
 	Checkpoint string
 	Resume     bool
+	// Workers is how many examples of a step (and of the held-out
+	// evaluation) are evaluated at once, each on a graph of its own; 0 or
+	// 1: one at a time. The gradients are summed in example order as one
+	// worker sums them, so every worker count trains bit-identical weights.
+	Workers int
 	// Progress is called after every step (nil: none).
 	Progress func(Progress)
 	// Snapshot is called after every held-out evaluation, when the
@@ -177,10 +183,48 @@ func (r *runner) sync() {
 	}
 }
 
+// exOut holds the gradients of one example, kept apart so that the
+// examples of a step can run at once and still be summed in order.
+type exOut struct {
+	grads  [][]float32 // per parameter (p.List order); has[i] false: none
+	has    []bool
+	gx     []float32 // the loss's gradient with respect to the gathered input
+	tokens []int32
+}
+
+func newExOut(p *Params) *exOut {
+	o := &exOut{grads: make([][]float32, len(p.List)), has: make([]bool, len(p.List))}
+	for i, q := range p.List {
+		o.grads[i] = make([]float32, len(q.Data))
+	}
+	return o
+}
+
+// addTo adds o's gradients to grads: parameter by parameter, then the
+// embedding rows of o's tokens in position order (the embedding is the
+// first parameter), the order every worker count shares.
+func (o *exOut) addTo(grads [][]float32, dim int) {
+	for i, g := range o.grads {
+		if !o.has[i] {
+			continue
+		}
+		for j, v := range g {
+			grads[i][j] += v
+		}
+	}
+	emb := grads[0]
+	for i, t := range o.tokens {
+		row := emb[int(t)*dim : (int(t)+1)*dim]
+		for j := range row {
+			row[j] += o.gx[i*dim+j]
+		}
+	}
+}
+
 // run computes the loss of ex (its plan tokens weighted by w each) and,
-// when grads is not nil, adds the gradients to it. It returns the summed
-// loss and the number of plan tokens.
-func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, error) {
+// when out is not nil, stores its gradients there (exOut.addTo adds them
+// up). It returns the summed loss and the number of plan tokens.
+func (r *runner) run(ex Example, w float32, out *exOut) (float64, int, error) {
 	c := r.p.Config
 	seq := r.gr.seq
 	if len(ex.Tokens) > seq {
@@ -221,26 +265,19 @@ func (r *runner) run(ex Example, w float32, grads [][]float32) (float64, int, er
 		return 0, 0, fmt.Errorf("train: %s: %w", ex.ID, err)
 	}
 	loss := float64(r.gr.loss.Value().Data().(float32))
-	if grads == nil {
+	if out == nil {
 		return loss, n, nil
 	}
 	for i, q := range r.p.List {
 		gn, ok := r.grad[q]
-		if !ok {
-			continue // the untied embedding: its gradient is only x's, gathered below
-		}
-		for j, v := range gn.Value().Data().([]float32) {
-			grads[i][j] += v
+		out.has[i] = ok // not for the untied embedding: its gradient is only x's
+		if ok {
+			copy(out.grads[i], gn.Value().Data().([]float32))
 		}
 	}
-	emb := grads[0] // the embedding is the first parameter
 	gd := r.gx.Value().Data().([]float32)
-	for i, t := range ex.Tokens {
-		row := emb[int(t)*c.Dim : (int(t)+1)*c.Dim]
-		for j := range row {
-			row[j] += gd[i*c.Dim+j]
-		}
-	}
+	out.gx = append(out.gx[:0], gd[:len(ex.Tokens)*c.Dim]...)
+	out.tokens = ex.Tokens
 	return loss, n, nil
 }
 
@@ -299,44 +336,82 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		}
 		start, res.Train, res.HeldOut = ck.Step, ck.Train, ck.HeldOut
 	}
-	// One graph per length bucket: attention costs the square of the
-	// positions, and most prompts are far shorter than the longest.
-	runners := map[int]*runner{}
+	// One graph per length bucket and worker: attention costs the square
+	// of the positions, and most prompts are far shorter than the longest.
+	workers := max(1, min(o.Workers, max(o.Batch, len(held))))
+	runners := make([]map[int]*runner, workers)
+	for w := range runners {
+		runners[w] = map[int]*runner{}
+	}
 	defer func() {
-		for _, r := range runners {
-			r.close()
+		for _, rs := range runners {
+			for _, r := range rs {
+				r.close()
+			}
 		}
 	}()
-	runnerFor := func(x Example) (*runner, error) {
+	var building sync.Mutex // graphs are built one at a time
+	runnerFor := func(w int, x Example) (*runner, error) {
 		n := min(o.Seq, (len(x.Tokens)+bucket-1)/bucket*bucket)
-		if r, ok := runners[n]; ok {
+		if r, ok := runners[w][n]; ok {
 			return r, nil
 		}
+		building.Lock()
+		defer building.Unlock()
 		r, err := newRunner(p, n, rows)
 		if err != nil {
 			return nil, err
 		}
-		runners[n] = r
+		runners[w][n] = r
 		return r, nil
 	}
-	run := func(x Example, w float32, grads [][]float32) (float64, int, error) {
-		r, err := runnerFor(x)
+	run := func(w int, x Example, wt float32, out *exOut) (float64, int, error) {
+		r, err := runnerFor(w, x)
 		if err != nil {
 			return 0, 0, err
 		}
 		r.sync()
-		return r.run(x, w, grads)
+		return r.run(x, wt, out)
+	}
+	// forEach calls f(i, w) for every i < n, worker w taking i = w,
+	// w+workers, ... in turn; it returns the first worker's error.
+	forEach := func(n int, f func(i, w int) error) error {
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for w := range min(workers, n) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += workers {
+					if err := f(i, w); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 
+	heldLoss, heldN := make([]float64, len(held)), make([]int, len(held))
 	heldOut := func() (float64, error) {
+		err := forEach(len(held), func(i, w int) (err error) {
+			heldLoss[i], heldN[i], err = run(w, held[i], 1, nil)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
 		sum, n := 0.0, 0
-		for _, x := range held {
-			l, k, err := run(x, 1, nil)
-			if err != nil {
-				return 0, err
-			}
-			sum += l
-			n += k
+		for i := range held {
+			sum += heldLoss[i]
+			n += heldN[i]
 		}
 		if n == 0 {
 			return math.NaN(), nil
@@ -350,6 +425,10 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	grads := make([][]float32, len(p.List))
 	for i, q := range p.List {
 		grads[i] = make([]float32, len(q.Data))
+	}
+	outs, losses := make([]*exOut, o.Batch), make([]float64, o.Batch)
+	for b := range outs {
+		outs[b] = newExOut(p)
 	}
 	for step := start; step < o.Steps; step++ {
 		if err := ctx.Err(); err != nil {
@@ -376,13 +455,17 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		for _, g := range grads {
 			clear(g)
 		}
+		err := forEach(len(batch), func(b, w int) (err error) {
+			losses[b], _, err = run(w, batch[b], 1/float32(tokens), outs[b])
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
 		sum := 0.0
-		for _, x := range batch {
-			l, _, err := run(x, 1/float32(tokens), grads)
-			if err != nil {
-				return nil, err
-			}
-			sum += l
+		for b := range batch {
+			outs[b].addTo(grads, p.Config.Dim)
+			sum += losses[b]
 		}
 		clipGrads(grads, o.Clip)
 		opt.step(p, grads, lr(o, step))

@@ -103,6 +103,42 @@ func TestTrainDeterministicAndResumes(t *testing.T) {
 	}
 }
 
+// TestTrainWorkersBitIdentical: evaluating a step's examples on several
+// graphs at once trains the very weights one graph does (the gradients are
+// summed in example order), with tied and untied output weights: the loss
+// curves and every parameter bit for bit.
+func TestTrainWorkersBitIdentical(t *testing.T) {
+	for _, tied := range []bool{false, true} {
+		cfg := Config{Vocab: 12, Dim: 16, Layers: 2, Heads: 2, FFN: 32, Tied: tied}
+		data := toyExamples(cfg.Vocab, 10)
+		var ref *Params
+		var refRes *Result
+		for _, workers := range []int{1, 2, 3} {
+			p, err := NewParams(cfg, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Train(context.Background(), p, data[:7], data[7:],
+				Options{Steps: 12, Batch: 4, Seq: 16, Seed: 5, EvalEvery: 4, LR: 1e-2, Workers: workers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ref == nil {
+				ref, refRes = p, res
+				continue
+			}
+			for i := range p.List {
+				if !slices.Equal(p.List[i].Data, ref.List[i].Data) {
+					t.Fatalf("tied %v, %d workers: %s differs from one worker's", tied, workers, p.List[i].Name)
+				}
+			}
+			if !slices.Equal(res.Train, refRes.Train) || !slices.Equal(res.HeldOut, refRes.HeldOut) {
+				t.Fatalf("tied %v, %d workers: loss curves %v / %v, one worker %v / %v", tied, workers, res.Train, res.HeldOut, refRes.Train, refRes.HeldOut)
+			}
+		}
+	}
+}
+
 // TestTrainCancelled: a cancelled run stops, keeps its checkpoint and
 // says why.
 func TestTrainCancelled(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -22,6 +23,7 @@ func newTrainCmd() *cobra.Command {
 		datasets                string
 		layers, dim, heads, ffn int
 		steps, batch, evalEvery int
+		workers                 int
 		lr, clip                float64
 		resume, quiet, tied, vh bool
 	)
@@ -61,7 +63,9 @@ It writes DIR/prior.gguf (loadable by --model DIR/prior.gguf), DIR/train.svg
 (training and held-out loss per plan token), DIR/demos.json (the
 demonstrations, reused by a later run with the same --limit, --goals,
 --blocksworld, --virtualhome and --seed) and DIR/checkpoint.gob, written at every held-out evaluation;
---resume continues from it. The same flags and seed give the same model.`,
+--resume continues from it. The same flags and seed give the same model, with
+any --workers (the examples of a step run on that many cores at once, their
+gradients summed in one order).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Out == "" {
@@ -77,7 +81,7 @@ demonstrations, reused by a later run with the same --limit, --goals,
 				o.VirtualHome = filepath.Join(ds, "virtualhome")
 			}
 			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn, Tied: tied}
-			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume}
+			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume, Workers: workers}
 			errw := cmd.ErrOrStderr()
 			o.Log = func(format string, a ...any) { fmt.Fprintf(errw, "nesy train: "+format+"\n", a...) }
 			bar := newTrainBar(errw, steps, quiet)
@@ -114,6 +118,7 @@ demonstrations, reused by a later run with the same --limit, --goals,
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
 	f.IntVar(&batch, "batch", 4, "demonstrations per step")
+	f.IntVar(&workers, "workers", runtime.NumCPU(), "demonstrations of a step evaluated at once, one core each (the weights are bit-identical for every count)")
 	f.Float64Var(&lr, "lr", 3e-3, "peak learning rate (Adam, warm-up then cosine decay)")
 	f.Float64Var(&clip, "clip", train.DefaultClip, "clip each step's gradient to this global norm (negative: no clipping)")
 	f.IntVar(&evalEvery, "eval-every", 0, "steps between held-out evaluations and checkpoints (0: steps/10)")
