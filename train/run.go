@@ -43,14 +43,14 @@ type RunOptions struct {
 	// training split (envs.VirtualHomeTrain) are demonstrated besides; the
 	// test split is never read for training.
 	VirtualHome string
-	// DAgger, when set, is a prior (GGUF) rolled out on the training
-	// tasks by constrained greedy decoding; where it fails, the reference
-	// planner's plans from the states it reached are added as
-	// demonstrations after its own steps (DAggerDemos). Held-out scenes are
-	// never rolled out. The vocabulary stays the one learned from the
-	// reference planner's demonstrations, so that a checkpoint trained on
-	// them resumes on the aggregated data.
-	DAgger string
+	// DAgger are priors (GGUF) rolled out on the training tasks, each
+	// adding the reference planner's corrections of its failed rollouts as
+	// demonstrations after its own steps (DAggerDemos; DAgger's rounds:
+	// every earlier round's policy stays, so the data aggregates). Held-out
+	// scenes are never rolled out. The vocabulary stays the one learned
+	// from the reference planner's demonstrations, so that a checkpoint
+	// trained on them resumes on the aggregated data.
+	DAgger []string
 	// DAggerTasks bounds the tasks rolled out (spread evenly over the
 	// training tasks; 0: all).
 	DAggerTasks int
@@ -222,8 +222,9 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		o.Merges = 2000
 	}
 	tok := NewTokenizer(demos, o.Merges)
-	if o.DAgger != "" {
-		dd, err := loadDAgger(ctx, o, src, demos, logf)
+	base := demos
+	for _, policy := range o.DAgger {
+		dd, err := loadDAgger(ctx, o, policy, src, base, logf)
 		if err != nil {
 			return nil, err
 		}
@@ -329,7 +330,7 @@ func heldOutScenes(demos []Demo, share float64) map[string]bool {
 	return held
 }
 
-// daggerCache is DAggerFile: the DAgger demonstrations of one policy
+// daggerCache is a DAgger file: the DAgger demonstrations of one policy
 // (by its SHA-256), task bound and points.
 type daggerCache struct {
 	Policy        string
@@ -339,20 +340,22 @@ type daggerCache struct {
 	Demos         []Demo
 }
 
-// DAggerFile holds the DAgger demonstrations of a run (RunOptions.DAgger).
-const DAggerFile = "dagger.json"
+// DAggerFile is the file in RunOptions.Out that holds the DAgger
+// demonstrations of the policy whose GGUF has the SHA-256 hash (hex).
+func DAggerFile(hash string) string { return "dagger-" + hash[:12] + ".json" }
 
-// loadDAgger returns the DAgger demonstrations of o's policy on the
-// training scenes of demos, from o.Out's DAggerFile when it holds those of
-// the same policy, bound and points, else made anew and saved there.
-func loadDAgger(ctx context.Context, o RunOptions, src Sources, demos []Demo, logf func(string, ...any)) ([]Demo, error) {
-	data, err := os.ReadFile(o.DAgger)
+// loadDAgger returns the DAgger demonstrations of the policy (a GGUF path)
+// on the training scenes of demos, from o.Out's DAggerFile when it holds
+// those of the same policy, bound and points, else made anew and saved
+// there.
+func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Sources, demos []Demo, logf func(string, ...any)) ([]Demo, error) {
+	data, err := os.ReadFile(policyPath)
 	if err != nil {
 		return nil, fmt.Errorf("train: DAgger policy: %w", err)
 	}
 	sum := sha256.Sum256(data)
 	policy := hex.EncodeToString(sum[:])
-	path := filepath.Join(o.Out, DAggerFile)
+	path := filepath.Join(o.Out, DAggerFile(policy))
 	if b, err := os.ReadFile(path); err == nil {
 		var c daggerCache
 		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints {
@@ -374,7 +377,7 @@ func loadDAgger(ctx context.Context, o RunOptions, src Sources, demos []Demo, lo
 		}
 		tasks = spread
 	}
-	lm, err := models.Load(ctx, o.DAgger, models.Options{Threads: 1, Sequences: 2, ContextLength: 4096})
+	lm, err := models.Load(ctx, policyPath, models.Options{Threads: 1, Sequences: 2, ContextLength: 4096})
 	if err != nil {
 		return nil, fmt.Errorf("train: DAgger policy: %w", err)
 	}
@@ -385,7 +388,7 @@ func loadDAgger(ctx context.Context, o RunOptions, src Sources, demos []Demo, lo
 		return nil, err
 	}
 	logf("DAgger: %s rolled out on %d training tasks: %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
-		o.DAgger, len(tasks), solved, len(dd), time.Since(start).Seconds())
+		policyPath, len(tasks), solved, len(dd), time.Since(start).Seconds())
 	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, Rollouts: len(tasks), Solved: solved, Demos: dd})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)

@@ -56,8 +56,10 @@ where it fails, adds the reference planner's plans from the states it reached
 after its own steps (DAgger: the loss covers the planner's part), so that the
 prior learns to recover from its own mistakes. The vocabulary stays the one of
 the planner's demonstrations: a run's checkpoint continues on the aggregated
-data with --resume and more --steps. The demonstrations are saved in
-DIR/dagger.json.
+data with --resume and more --steps. Repeat --dagger for DAgger's later
+rounds: each policy's corrections are kept, so the data aggregates over the
+rounds. Each policy's demonstrations are saved in DIR/dagger-HASH.json (the
+first 12 hex digits of the GGUF's SHA-256) and reused.
 
 It writes DIR/prior.gguf (loadable by --model DIR/prior.gguf), DIR/train.svg
 (training and held-out loss per plan token), DIR/demos.json (the
@@ -111,7 +113,7 @@ gradients summed in one order).`,
 	f.BoolVar(&o.Masked, "masked", false, "loss over the tokens the constraint allows at each plan token (the distribution the planner uses), not the whole vocabulary")
 	f.IntVar(&o.Goals, "goals", 0, "further goals per training game, sampled on its scene over the six task types and demonstrated too")
 	f.IntVar(&o.Blocksworld, "blocksworld", 0, "generated Blocksworld problems demonstrated too (none equal to a PlanBench instance up to renaming)")
-	f.StringVar(&o.DAgger, "dagger", "", "a prior (GGUF) whose failed rollouts on the training tasks get the reference planner's corrections as further demonstrations")
+	f.StringArrayVar(&o.DAgger, "dagger", nil, "a prior (GGUF) whose failed rollouts on the training tasks get the reference planner's corrections as further demonstrations (repeat for DAgger's rounds: every policy's corrections are kept)")
 	f.IntVar(&o.DAggerTasks, "dagger-tasks", 0, "training tasks rolled out by --dagger (spread evenly; 0: all)")
 	f.IntVar(&o.DAggerPoints, "dagger-points", 3, "states per failed rollout that get a correction")
 	f.BoolVar(&vh, "virtualhome", false, "demonstrate the problems of VirtualHome's train split too")
