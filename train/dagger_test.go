@@ -2,6 +2,11 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -110,4 +115,47 @@ func TestDAggerDemos(t *testing.T) {
 		}
 	}
 	t.Logf("%d DAgger demonstrations (by environment %v) from %d rollouts, %d reached the goal", len(dd), envsSeen, len(demos), solved)
+}
+
+// TestDAggerCachePerPolicy: each --dagger policy's demonstrations are kept
+// in a file of their own, named by the policy's hash, and read back only
+// for the same policy, task bound and points (a changed policy file, or
+// another bound, is not served the old rollouts).
+func TestDAggerCachePerPolicy(t *testing.T) {
+	dir := t.TempDir()
+	o := RunOptions{Out: dir, DAggerTasks: 7, DAggerPoints: 3}
+	logf := func(string, ...any) {}
+	var policies []string
+	for i, name := range []string{"a.gguf", "b.gguf"} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("policy "+name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, path)
+		sum := sha256.Sum256([]byte("policy " + name))
+		hash := hex.EncodeToString(sum[:])
+		c := daggerCache{Policy: hash, Tasks: 7, Points: 3, Demos: []Demo{{ID: fmt.Sprintf("task%d#dagger1", i), Prefix: []string{"x"}}}}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, DAggerFile(hash)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range policies {
+		dd, err := loadDAgger(context.Background(), o, p, Sources{}, nil, logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("task%d#dagger1", i); len(dd) != 1 || dd[0].ID != want {
+			t.Fatalf("policy %s: %+v, want its own cached %s", p, dd, want)
+		}
+	}
+	// Another bound: the cache does not answer, and rolling out needs the
+	// policy to load (these files are not models).
+	o.DAggerTasks = 8
+	if _, err := loadDAgger(context.Background(), o, policies[0], Sources{}, nil, logf); err == nil {
+		t.Fatal("a cache of another task bound was served")
+	}
 }
