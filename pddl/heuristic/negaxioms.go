@@ -94,14 +94,8 @@ func negateAxioms(t *pddl.Task, used []int) (heads []int32, axioms []negatedAxio
 			continue // a cycle: relaxed to true
 		}
 		v := comp[0]
-		cyclic := false
-		for _, w := range succ(v) {
-			if w == v {
-				cyclic = true
-			}
-		}
-		if cyclic {
-			continue
+		if slices.Contains(succ(v), v) {
+			continue // a self-loop: a cycle too
 		}
 		dnf, ok := negateRules(t, rules[v], has)
 		if !ok {
