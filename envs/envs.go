@@ -380,7 +380,9 @@ type Options struct {
 	// Split is ALFWorld's dataset split: "valid_unseen" (the default, for
 	// evaluation only) or "valid_train" (the games nesy train learns from,
 	// where settings may be tuned); or VirtualHome's: "train" or "test"
-	// (VirtualHomeSplit; "" is all 338 problems, as before the split).
+	// (VirtualHomeSplit; "" is all 338 problems, as before the split); or
+	// Blocksworld's: "planbench" (the default, evaluation only) or
+	// "heldout" (NewBlocksworldHeldOut).
 	Split string
 }
 
@@ -410,8 +412,9 @@ func NewWith(name, datasets string, opts Options) (Env, error) {
 	if opts.Partial && name == "blocksworld" {
 		return nil, fmt.Errorf("envs: blocksworld has no partially observable variant")
 	}
-	if opts.Split != "" && name != "alfworld" {
-		return nil, fmt.Errorf("envs: %s has no splits (alfworld: %s; virtualhome: %s)", name, strings.Join(ALFWorldSplits, ", "), strings.Join(VirtualHomeSplits, ", "))
+	if opts.Split != "" && name != "alfworld" && name != "blocksworld" {
+		return nil, fmt.Errorf("envs: %s has no splits (alfworld: %s; virtualhome: %s; blocksworld: %s)", name,
+			strings.Join(ALFWorldSplits, ", "), strings.Join(VirtualHomeSplits, ", "), strings.Join(BlocksworldSplits, ", "))
 	}
 	switch name {
 	case "alfworld":
@@ -424,7 +427,14 @@ func NewWith(name, datasets string, opts Options) (Env, error) {
 		}
 		return NewALFWorld(filepath.Join(datasets, "alfworld", split))
 	case "blocksworld":
-		return NewBlocksworld(filepath.Join(datasets, "planbench-blocksworld"))
+		dir := filepath.Join(datasets, "planbench-blocksworld")
+		switch opts.Split {
+		case "", BlocksworldPlanBench:
+			return NewBlocksworld(dir)
+		case BlocksworldHeldOut:
+			return NewBlocksworldHeldOut(dir)
+		}
+		return nil, fmt.Errorf("envs: blocksworld has no split %q (known: %s)", opts.Split, strings.Join(BlocksworldSplits, ", "))
 	}
 	return nil, fmt.Errorf("envs: unknown environment %q (known: alfworld, virtualhome, blocksworld)", name)
 }

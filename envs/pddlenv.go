@@ -35,7 +35,10 @@ type Suite struct {
 	dpath   string // the domain file
 	tasks   []TaskInfo
 	partial bool
-	split   string // VirtualHome's split, "" for all (see Split)
+	split   string // VirtualHome's split, "" for all (see Split), or Blocksworld's held-out one
+	// srcs holds the problems of a generated suite (the held-out
+	// Blocksworld split) by task ID; nil when the problems are files.
+	srcs map[string][]byte
 }
 
 // Partial returns the suite made partially observable (VirtualHome): the
@@ -125,7 +128,7 @@ func (s *Suite) Name() string { return s.name }
 func (s *Suite) Capabilities() Capabilities { return Capabilities{PartiallyObservable: s.partial} }
 
 // Tasks lists the problems (VirtualHome by task folder then id, Blocksworld
-// by instance number).
+// by instance number, its held-out split in order of generation).
 func (s *Suite) Tasks() []TaskInfo { return slices.Clone(s.tasks) }
 
 // Open loads and grounds one problem.
@@ -133,6 +136,9 @@ func (s *Suite) Open(ctx context.Context, id string) (*Episode, error) {
 	info, err := find(s.tasks, id)
 	if err != nil {
 		return nil, err
+	}
+	if src, ok := s.srcs[id]; ok {
+		return s.open(ctx, info, src)
 	}
 	src, err := os.ReadFile(info.Problem)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestDAggerDemos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probs, err := GenerateBlocksworld(4, 5, nil)
+	probs, err := envs.GenerateBlocksworld(4, 5, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,10 +211,10 @@ func solveJobs(ctx context.Context, jobs []demoJob, o DemoOptions) ([]Demo, []st
 }
 
 // BlocksworldDemos demonstrates generated Blocksworld problems
-// (GenerateBlocksworld) in PlanBench's domain and words: suite is PlanBench's
+// (envs.GenerateBlocksworld) in PlanBench's domain and words: suite is PlanBench's
 // (envs.NewBlocksworld; only its domain and lexicon are used, never its
 // instances).
-func BlocksworldDemos(ctx context.Context, suite *envs.Suite, probs []BlocksProblem, o DemoOptions) ([]Demo, []string, error) {
+func BlocksworldDemos(ctx context.Context, suite *envs.Suite, probs []envs.BlocksProblem, o DemoOptions) ([]Demo, []string, error) {
 	var jobs []demoJob
 	for _, p := range probs {
 		jobs = append(jobs, demoJob{id: p.ID, scene: p.ID, env: EnvBlocksworld, problem: p.Src, open: func() (*envs.Episode, error) {

@@ -32,7 +32,7 @@ type RunOptions struct {
 	// demonstrated (DemoOptions.Goals); 0: the games' own goals only.
 	Goals int
 	// Blocksworld is how many generated Blocksworld problems
-	// (GenerateBlocksworld: none equal to a PlanBench instance up to
+	// (envs.GenerateBlocksworld: none equal to a PlanBench instance up to
 	// renaming) are demonstrated besides; 0: none.
 	Blocksworld int
 	// PlanBench is PlanBench's Blocksworld folder (domain.pddl and
@@ -129,11 +129,11 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 	logf("demonstrations: ALFWorld: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
 	if o.Blocksworld > 0 {
 		start := time.Now()
-		keys, err := PlanBenchKeys(filepath.Join(o.PlanBench, "instances"))
+		keys, err := envs.PlanBenchKeys(filepath.Join(o.PlanBench, "instances"))
 		if err != nil {
 			return nil, nil, err
 		}
-		probs, err := GenerateBlocksworld(o.Blocksworld, o.Seed, keys)
+		probs, err := envs.GenerateBlocksworld(o.Blocksworld, o.Seed, keys)
 		if err != nil {
 			return nil, nil, err
 		}
