@@ -2,6 +2,7 @@ package envs
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -259,6 +260,12 @@ type BlocksProblem struct {
 // generated ones are training data, PlanBench's are for evaluation). The
 // same seed gives the same problems.
 func GenerateBlocksworld(n int, seed uint64, exclude map[string]bool) ([]BlocksProblem, error) {
+	return generateBlocks(n, seed, exclude, []int{3, 4, 5, 6})
+}
+
+// generateBlocks is GenerateBlocksworld with the block counts to draw from
+// (uniformly).
+func generateBlocks(n int, seed uint64, exclude map[string]bool, sizes []int) ([]BlocksProblem, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x626c6f636b73))
 	seen := map[string]bool{}
 	var out []BlocksProblem
@@ -266,7 +273,7 @@ func GenerateBlocksworld(n int, seed uint64, exclude map[string]bool) ([]BlocksP
 		if tries > 100*n+1000 {
 			return out, fmt.Errorf("envs: only %d distinct Blocksworld problems in %d draws", len(out), tries)
 		}
-		k := 3 + rng.IntN(4)
+		k := sizes[rng.IntN(len(sizes))]
 		blocks := make([]string, k)
 		for i := range blocks {
 			blocks[i] = string(rune('a' + i))
@@ -333,7 +340,7 @@ const (
 	// evaluation only.
 	BlocksworldPlanBench = "planbench"
 	// BlocksworldHeldOut is HeldOutBlocksworldTasks generated problems
-	// (HeldOutBlocksworld) that no training recipe draws: what a choice
+	// (HeldOutBlocksworld) that no training run draws: what a choice
 	// between trained priors may look at for Blocksworld, since PlanBench's
 	// instances must not be tuned on.
 	BlocksworldHeldOut = "heldout"
@@ -345,41 +352,46 @@ var BlocksworldSplits = []string{BlocksworldPlanBench, BlocksworldHeldOut}
 const (
 	// HeldOutBlocksworldTasks is the size of the held-out split.
 	HeldOutBlocksworldTasks = 200
-	// TrainBlocksworldDraws is how many of the training generator's
-	// problems (seed TrainBlocksworldSeed) the held-out split is disjoint
-	// from: `nesy train --blocksworld N` with N up to this many and the
-	// default seed never trains on a held-out problem.
-	TrainBlocksworldDraws = 10000
-	// TrainBlocksworldSeed is nesy train's default seed, which draws its
-	// Blocksworld problems.
-	TrainBlocksworldSeed = 1
+	// HeldOutBlocksworldBlocks is the held-out problems' block count:
+	// PlanBench's larger size (55 of its 501; the other 446 have 4 blocks).
+	// Four blocks cannot be held out: PlanBench's instances are 185 of the
+	// about 210 four-block problems there are up to renaming, and training
+	// draws most of the rest.
+	HeldOutBlocksworldBlocks = 5
+	// ShippedBlocksworldDraws and ShippedBlocksworldSeed are the shipped
+	// recipe's `nesy train --blocksworld 1000` with the default seed,
+	// drawn before the held-out split existed: the held-out problems
+	// differ from those, and every training draw since differs from the
+	// held-out problems (BlocksworldTrainingExclusions).
+	ShippedBlocksworldDraws = 1000
+	ShippedBlocksworldSeed  = 1
 	// heldOutSeed draws the held-out problems ("heldout" in ASCII).
 	heldOutSeed = 0x68656c646f7574
 )
 
 // HeldOutBlocksworld returns the held-out split's problems (IDs
-// "heldout-1", ..., in order): GenerateBlocksworld's distribution (3 to 6
-// blocks, PlanBench's form) drawn with a seed of their own, none equal up
-// to renaming to a PlanBench instance (pbKeys, PlanBenchKeys) or to any of
-// the first TrainBlocksworldDraws problems the training generator draws
-// with the default seed. The same pbKeys give the same problems.
+// "heldout-1", ..., in order): GenerateBlocksworld's form with
+// HeldOutBlocksworldBlocks blocks, drawn with a seed of their own, none
+// equal up to renaming to a PlanBench instance (pbKeys, PlanBenchKeys) or
+// to any problem the shipped recipe trained on. The same pbKeys give the
+// same problems.
 func HeldOutBlocksworld(pbKeys map[string]bool) ([]BlocksProblem, error) {
-	trainProbs, err := GenerateBlocksworld(TrainBlocksworldDraws, TrainBlocksworldSeed, pbKeys)
+	shipped, err := GenerateBlocksworld(ShippedBlocksworldDraws, ShippedBlocksworldSeed, pbKeys)
 	if err != nil {
 		return nil, fmt.Errorf("envs: held-out Blocksworld: %w", err)
 	}
-	exclude := make(map[string]bool, len(pbKeys)+len(trainProbs))
-	for k := range pbKeys {
-		exclude[k] = true
+	exclude := maps.Clone(pbKeys)
+	if exclude == nil {
+		exclude = map[string]bool{}
 	}
-	for _, p := range trainProbs {
+	for _, p := range shipped {
 		k, err := blocksKey(p.Src)
 		if err != nil {
 			return nil, fmt.Errorf("envs: held-out Blocksworld: %s: %w", p.ID, err)
 		}
 		exclude[k] = true
 	}
-	probs, err := GenerateBlocksworld(HeldOutBlocksworldTasks, heldOutSeed, exclude)
+	probs, err := generateBlocks(HeldOutBlocksworldTasks, heldOutSeed, exclude, []int{HeldOutBlocksworldBlocks})
 	if err != nil {
 		return nil, fmt.Errorf("envs: held-out Blocksworld: %w", err)
 	}
@@ -389,6 +401,32 @@ func HeldOutBlocksworld(pbKeys map[string]bool) ([]BlocksProblem, error) {
 		probs[i].ID = id
 	}
 	return probs, nil
+}
+
+// BlocksworldTrainingExclusions returns the problems training must not
+// draw, as keys up to renaming: PlanBench's instances in dir
+// (planbench-blocksworld/instances) and the held-out split's. Passed to
+// GenerateBlocksworld it leaves the shipped recipe's problems as they were
+// (the held-out split avoids them) and keeps every other draw off the
+// held-out split.
+func BlocksworldTrainingExclusions(dir string) (map[string]bool, error) {
+	keys, err := PlanBenchKeys(dir)
+	if err != nil {
+		return nil, err
+	}
+	held, err := HeldOutBlocksworld(keys)
+	if err != nil {
+		return nil, err
+	}
+	out := maps.Clone(keys)
+	for _, p := range held {
+		k, err := blocksKey(p.Src)
+		if err != nil {
+			return nil, fmt.Errorf("envs: held-out Blocksworld: %s: %w", p.ID, err)
+		}
+		out[k] = true
+	}
+	return out, nil
 }
 
 // NewBlocksworldHeldOut is the held-out split as a suite (HeldOutBlocksworld)

@@ -100,13 +100,16 @@ func TestGenerateBlocksworld(t *testing.T) {
 	}
 }
 
-// TestHeldOutBlocksworld: the held-out split is 200 problems, none equal up to renaming to a PlanBench instance or to any
-// problem the shipped recipe's generator draws (its first
-// TrainBlocksworldDraws with the default seed), every one opens and is
-// solvable; an unknown split is refused with the known ones named.
+// TestHeldOutBlocksworld: the held-out split is 200 five-block problems,
+// none equal up to renaming to a PlanBench instance, to another of them or
+// to any problem the shipped recipe trained on; every one opens and is
+// solvable; training's exclusions leave the shipped recipe's problems as
+// they were and keep a longer or differently seeded draw off the split; an
+// unknown split is refused with the known ones named.
 func TestHeldOutBlocksworld(t *testing.T) {
 	ds := testenv.Datasets(t)
-	keys, err := PlanBenchKeys(filepath.Join(ds, "planbench-blocksworld", "instances"))
+	dir := filepath.Join(ds, "planbench-blocksworld", "instances")
+	keys, err := PlanBenchKeys(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,46 +117,46 @@ func TestHeldOutBlocksworld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := env.Tasks()
-	if len(tasks) != HeldOutBlocksworldTasks {
-		t.Fatalf("%d held-out tasks, want %d", len(tasks), HeldOutBlocksworldTasks)
-	}
-	trainProbs, err := GenerateBlocksworld(TrainBlocksworldDraws, TrainBlocksworldSeed, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trained := map[string]string{}
-	for _, p := range trainProbs {
-		k, err := blocksKey(p.Src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trained[k] = p.ID
-	}
 	suite, ok := env.(*Suite)
 	if !ok {
 		t.Fatalf("held-out split is a %T", env)
 	}
-	seen := map[string]bool{}
+	tasks := env.Tasks()
+	if len(tasks) != HeldOutBlocksworldTasks {
+		t.Fatalf("%d held-out tasks, want %d", len(tasks), HeldOutBlocksworldTasks)
+	}
+	keyOf := func(src string) string {
+		k, err := blocksKey(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	shipped, err := GenerateBlocksworld(ShippedBlocksworldDraws, ShippedBlocksworldSeed, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trained := map[string]string{}
+	for _, p := range shipped {
+		trained[keyOf(p.Src)] = p.ID
+	}
+	held := map[string]bool{}
 	for i, ti := range tasks {
 		if want := fmt.Sprintf("heldout-%d", i+1); ti.ID != want {
 			t.Fatalf("task %d is %s, want %s", i, ti.ID, want)
 		}
 		src := string(suite.srcs[ti.ID])
-		k, err := blocksKey(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if keys[k] || seen[k] || trained[k] != "" {
+		k := keyOf(src)
+		if keys[k] || held[k] || trained[k] != "" {
 			t.Fatalf("%s equals a PlanBench instance, an earlier held-out problem or training problem %q up to renaming", ti.ID, trained[k])
 		}
-		seen[k] = true
+		held[k] = true
+		if !strings.HasPrefix(k, fmt.Sprintf("%d|", HeldOutBlocksworldBlocks)) || !strings.Contains(src, "(problem BW-"+ti.ID+")") {
+			t.Fatalf("%s: not a %d-block problem named after its ID:\n%s", ti.ID, HeldOutBlocksworldBlocks, src)
+		}
 		ep, err := env.Open(context.Background(), ti.ID)
 		if err != nil {
 			t.Fatalf("%s: %v", ti.ID, err)
-		}
-		if !strings.Contains(src, "(problem BW-"+ti.ID+")") {
-			t.Fatalf("%s: problem not named after its ID:\n%s", ti.ID, src)
 		}
 		if i%20 == 0 {
 			res, err := search.Solve(context.Background(), ep.Task(), search.Options{PreferredOperators: true})
@@ -162,8 +165,45 @@ func TestHeldOutBlocksworld(t *testing.T) {
 			}
 		}
 	}
-	if len(trained) < TrainBlocksworldDraws {
-		t.Fatalf("%d distinct training draws, want %d", len(trained), TrainBlocksworldDraws)
+	excl, err := BlocksworldTrainingExclusions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := GenerateBlocksworld(ShippedBlocksworldDraws, ShippedBlocksworldSeed, excl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range shipped {
+		if again[i] != shipped[i] {
+			t.Fatalf("the shipped recipe's problem %d changed with the held-out split excluded", i)
+		}
+	}
+	// A longer draw with the default seed, and one with another seed,
+	// would meet held-out problems without the exclusions; with them, none.
+	for _, seed := range []uint64{ShippedBlocksworldSeed, 2} {
+		without, err := GenerateBlocksworld(3000, seed, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with, err := GenerateBlocksworld(3000, seed, excl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		met := 0
+		for _, p := range without {
+			if held[keyOf(p.Src)] {
+				met++
+			}
+		}
+		for _, p := range with {
+			if held[keyOf(p.Src)] {
+				t.Fatalf("seed %d: training draw %s is a held-out problem", seed, p.ID)
+			}
+		}
+		if met == 0 {
+			t.Fatalf("seed %d: 3,000 draws meet no held-out problem even without the exclusions: the check checks nothing", seed)
+		}
+		t.Logf("seed %d: 3,000 draws meet %d held-out problems without the exclusions, none with", seed, met)
 	}
 	if _, err := NewWith("blocksworld", ds, Options{Split: "test"}); err == nil || !strings.Contains(err.Error(), "heldout") {
 		t.Fatalf("split test: got %v, want an error naming the known splits", err)

@@ -32,8 +32,9 @@ type RunOptions struct {
 	// demonstrated (DemoOptions.Goals); 0: the games' own goals only.
 	Goals int
 	// Blocksworld is how many generated Blocksworld problems
-	// (envs.GenerateBlocksworld: none equal to a PlanBench instance up to
-	// renaming) are demonstrated besides; 0: none.
+	// (envs.GenerateBlocksworld: none equal to a PlanBench instance or a
+	// problem of the held-out split up to renaming,
+	// envs.BlocksworldTrainingExclusions) are demonstrated besides; 0: none.
 	Blocksworld int
 	// PlanBench is PlanBench's Blocksworld folder (domain.pddl and
 	// instances/): its domain and words for the generated problems, and the
@@ -129,7 +130,7 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 	logf("demonstrations: ALFWorld: %d tasks solved by the reference planner (%d not) in %.1f s", len(demos), len(unsolved), time.Since(start).Seconds())
 	if o.Blocksworld > 0 {
 		start := time.Now()
-		keys, err := envs.PlanBenchKeys(filepath.Join(o.PlanBench, "instances"))
+		keys, err := envs.BlocksworldTrainingExclusions(filepath.Join(o.PlanBench, "instances"))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -141,7 +142,7 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 		if err != nil {
 			return nil, nil, err
 		}
-		logf("demonstrations: Blocksworld: %d generated problems (none equal to a PlanBench instance up to renaming), %d solved in %.1f s", len(probs), len(ds), time.Since(start).Seconds())
+		logf("demonstrations: Blocksworld: %d generated problems (none equal to a PlanBench instance or a held-out problem up to renaming), %d solved in %.1f s", len(probs), len(ds), time.Since(start).Seconds())
 		demos, unsolved = append(demos, ds...), append(unsolved, us...)
 	}
 	if src.VirtualHome != nil {

@@ -137,7 +137,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Uint64Var(&seed, "seed", 0, "seed for sampling, search tie-breaking and --model tiny")
 	f.StringVar(&perception, "perception", explore.PerceiveText, "two-phase: how Phase I reads observations: text (the deterministic reader of the env's text templates) or model (the model writes facts by constrained decoding)")
 	f.BoolVar(&allSkills, "all-skills", false, "two-phase: offer every valid exploration skill, not only informative ones")
-	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here); virtualhome: test (evaluation only) or train (nesy train --virtualhome learns from it), default all 338; blocksworld: planbench (default; evaluation only) or heldout (200 generated problems no training recipe draws: for choosing between priors)")
+	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here); virtualhome: test (evaluation only) or train (nesy train --virtualhome learns from it), default all 338; blocksworld: planbench (default; evaluation only) or heldout (200 generated five-block problems no training run draws: for choosing between priors)")
 	f.BoolVar(&partial, "partial", false, "virtualhome: hide the contents of closed containers until opened (reports say so)")
 	f.BoolVar(&omitStatic, "omit-static", false, "leave static facts out of the planning prompt")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
