@@ -99,6 +99,9 @@ type Config struct {
 	MaxTokens  int
 	// OmitStatic leaves static facts out of the planning prompt.
 	OmitStatic bool
+	// NoRevisit keeps constrained plans from returning to a state they have
+	// been in (planner.Options.NoRevisit).
+	NoRevisit bool
 	// Explore configures Phase I (two-phase mode).
 	Explore explore.Options
 	// Progress, when not nil, is called after every task (and once at the
@@ -130,6 +133,7 @@ type RunInfo struct {
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
+	NoRevisit   bool    `json:"no_revisit,omitempty"`
 	// Perception is Phase I's perception method (two-phase runs).
 	Perception string `json:"perception,omitempty"`
 	// Split is the dataset split the tasks come from (ALFWorld
@@ -189,7 +193,7 @@ func (c *Config) normalize() error {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, Perception: c.perception(), Split: splitOf(c.Env),
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
 
@@ -322,6 +326,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if old.Perception != info.Perception || old.Split != info.Split || old.PartiallyObservable != info.PartiallyObservable {
 			return fmt.Errorf("bench: %s holds a run with perception %q on split %q (partially observable %v); use another --out for perception %q on split %q (partially observable %v)",
 				dir, old.Perception, old.Split, old.PartiallyObservable, info.Perception, info.Split, info.PartiallyObservable)
+		}
+		if old.NoRevisit != info.NoRevisit {
+			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
 		}
 		return nil
 	}

@@ -514,3 +514,37 @@ func TestUnsolvableTasks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRunInfoResume: a folder holding a run resumes only the same run;
+// a change of the settings that change plans (no_revisit among them) is
+// refused with the folder named.
+func TestCheckRunInfoResume(t *testing.T) {
+	base := RunInfo{Env: "alfworld", Method: "cgreedy", Mode: ModeTrueState, Model: "m", Split: "valid_train"}
+	tests := []struct {
+		name    string
+		change  func(*RunInfo)
+		wantErr string
+	}{
+		{"same run", func(*RunInfo) {}, ""},
+		{"other method", func(r *RunInfo) { r.Method = "cmcts" }, "holds a run of"},
+		{"other split", func(r *RunInfo) { r.Split = "valid_unseen" }, "on split"},
+		{"no_revisit on", func(r *RunInfo) { r.NoRevisit = true }, "no_revisit false"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := checkRunInfo(dir, base); err != nil {
+				t.Fatal(err)
+			}
+			next := base
+			tc.change(&next)
+			err := checkRunInfo(dir, next)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("resume refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), dir)):
+				t.Fatalf("error %v, want one naming %s and saying %q", err, dir, tc.wantErr)
+			}
+		})
+	}
+}

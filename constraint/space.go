@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/nesy-dev/nesy/lexicon"
@@ -100,6 +101,15 @@ type Options struct {
 	// CacheSize bounds the number of states whose action tries are kept;
 	// 0 means trie.DefaultCacheSize.
 	CacheSize int
+	// NoRevisit leaves out, at every boundary, the actions that lead back
+	// to a state the plan has already been in (its start state included),
+	// so that a plan without search cannot loop. Where every applicable
+	// action would return to a visited state, all of them stay allowed
+	// (leaving none would end the plan at a dead end it may not be in).
+	// The allowed set then depends on the plan, not only on the state; a
+	// boundary costs one successor state per applicable action (computed
+	// once per state and cached with it).
+	NoRevisit bool
 }
 
 // Space is the constraint of one task for one model: which tokens may come
@@ -177,10 +187,15 @@ func (sp *Space) Options() Options { return sp.opts }
 // step is everything about one state that the constraint needs, built once
 // per state and shared by every cursor at it.
 type step struct {
+	key     string // state.Key()
 	state   pddl.State
 	at      *trie.ActionTrie
 	actions []int // trie action index -> task action id
 	goal    bool
+
+	// NoRevisit: the successor state's key of each action, built once.
+	succOnce sync.Once
+	succ     []string
 }
 
 // Cursor is a position in a constrained plan: the current state, the partial
@@ -192,7 +207,25 @@ type Cursor struct {
 	node      trie.Node
 	plan      *planLink
 	end       EndReason
-	completed bool // the Advance that made this cursor completed an action
+	completed bool      // the Advance that made this cursor completed an action
+	seen      *seenLink // NoRevisit: the states the plan has been in
+}
+
+// seenLink is a persistent list of the keys of the states a plan has been
+// in, newest first (NoRevisit only).
+type seenLink struct {
+	key  string
+	prev *seenLink
+}
+
+// has reports whether key is on the list.
+func (l *seenLink) has(key string) bool {
+	for ; l != nil; l = l.prev {
+		if l.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // planLink is a persistent list of a plan's actions, newest first, so that
@@ -214,7 +247,13 @@ func (sp *Space) StartAt(s pddl.State) (Cursor, error) {
 		return Cursor{}, err
 	}
 	c := Cursor{st: st}
-	c.end = sp.boundaryEnd(st, 0)
+	if sp.opts.NoRevisit {
+		c.seen = &seenLink{key: st.key}
+		if c.st, err = sp.unvisited(st, c.seen); err != nil {
+			return Cursor{}, err
+		}
+	}
+	c.end = sp.boundaryEnd(c.st, 0)
 	return c, nil
 }
 
@@ -248,7 +287,15 @@ func (sp *Space) step(s pddl.State) (*step, error) {
 		texts[i], ids[i] = ch.Text, ch.Action
 	}
 	goal := sp.task.GoalReached(s)
-	st := &step{state: s, actions: ids, goal: goal}
+	st := &step{key: key, state: s, actions: ids, goal: goal}
+	if err := sp.buildTrie(st, texts); err != nil {
+		return nil, err
+	}
+	return sp.steps.put(key, st), nil
+}
+
+// buildTrie builds st's action trie over texts (st.actions' texts).
+func (sp *Space) buildTrie(st *step, texts []string) error {
 	at, err := trie.NewActionTrie(trie.Spec{
 		Actions:    texts,
 		Separator:  sp.opts.Separator,
@@ -256,10 +303,51 @@ func (sp *Space) step(s pddl.State) (*step, error) {
 		End:        sp.opts.End,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("constraint: action trie: %w", err)
+		return fmt.Errorf("constraint: action trie: %w", err)
 	}
 	st.at = at
-	return sp.steps.put(key, st), nil
+	return nil
+}
+
+// unvisited returns st restricted to the actions whose successor is not on
+// seen: st itself when none or all of them lead back, otherwise a step of
+// the same state over the others (cached by state and left-out actions).
+func (sp *Space) unvisited(st *step, seen *seenLink) (*step, error) {
+	st.succOnce.Do(func() {
+		st.succ = make([]string, len(st.actions))
+		for i, a := range st.actions {
+			st.succ[i] = sp.task.Apply(st.state, a).Key()
+		}
+	})
+	var keep []int
+	var key strings.Builder
+	for i, k := range st.succ {
+		if seen.has(k) {
+			if key.Len() == 0 {
+				key.WriteString(st.key)
+				key.WriteString("\x00norevisit")
+			}
+			fmt.Fprintf(&key, " %d", i)
+			continue
+		}
+		keep = append(keep, i)
+	}
+	if key.Len() == 0 || len(keep) == 0 {
+		return st, nil
+	}
+	if f, ok := sp.steps.get(key.String()); ok {
+		return f, nil
+	}
+	f := &step{key: st.key, state: st.state, goal: st.goal, actions: make([]int, len(keep))}
+	texts := make([]string, len(keep))
+	for j, i := range keep {
+		f.actions[j] = st.actions[i]
+		texts[j] = sp.lex.Text(st.actions[i])
+	}
+	if err := sp.buildTrie(f, texts); err != nil {
+		return nil, err
+	}
+	return sp.steps.put(key.String(), f), nil
 }
 
 // Allowed computes into set the tokens that may follow c: those that
@@ -327,12 +415,20 @@ func (sp *Space) apply(c Cursor, a int) (Cursor, error) {
 	if c.plan != nil {
 		n = c.plan.n + 1
 	}
+	var seen *seenLink
+	if sp.opts.NoRevisit {
+		seen = &seenLink{key: st.key, prev: c.seen}
+		if st, err = sp.unvisited(st, seen); err != nil {
+			return c, err
+		}
+	}
 	return Cursor{
 		st:        st,
 		node:      trie.Root,
 		plan:      &planLink{action: a, n: n, prev: c.plan},
 		end:       sp.boundaryEnd(st, n),
 		completed: true,
+		seen:      seen,
 	}, nil
 }
 

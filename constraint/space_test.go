@@ -82,6 +82,7 @@ func TestRandomConstrainedWalksValidate(t *testing.T) {
 		{MaxActions: 12},
 		{MaxActions: 12, EndPolicy: EndAtGoal},
 		{MaxActions: 8, StopAtGoal: true, End: "done\n"},
+		{MaxActions: 12, StopAtGoal: true, NoRevisit: true},
 	}
 	plans := 0
 	for _, family := range []string{"qwen3", "llama2"} {
@@ -292,6 +293,87 @@ func TestEndsAndDeadEnds(t *testing.T) {
 			}
 			if c.DeadEnd() != (tc.want == DeadEnd) {
 				t.Fatalf("DeadEnd() = %v", c.DeadEnd())
+			}
+		})
+	}
+}
+
+// roomsDomain: a robot moves along a corridor a - b - c and can flip a
+// switch, only in room a.
+const roomsDomain = `(define (domain rooms) (:requirements :strips :negative-preconditions)
+  (:predicates (at ?r) (link ?x ?y) (on))
+  (:action move :parameters (?x ?y) :precondition (and (at ?x) (link ?x ?y)) :effect (and (not (at ?x)) (at ?y)))
+  (:action flip-on :parameters () :precondition (and (at a) (not (on))) :effect (on))
+  (:action flip-off :parameters () :precondition (and (at a) (on)) :effect (not (on))))`
+
+const roomsProblem = `(define (problem p) (:domain rooms) (:objects a b c)
+  (:init (at a) (link a b) (link b a) (link b c) (link c b)) (:goal (and (at c) (on))))`
+
+// TestNoRevisit checks NoRevisit's allowed actions after hand-checked
+// plans: an action returning to any state of the plan so far is left out,
+// unless every applicable action would (then all stay), and without the
+// option nothing is left out.
+func TestNoRevisit(t *testing.T) {
+	idx := realIndexes.Get(t, "qwen3")
+	d, _, err := pddl.ParseDomain("d.pddl", []byte(roomsDomain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := pddl.ParseProblem("p.pddl", []byte(roomsProblem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := pddl.Ground(d, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lex, err := (&lexicon.Lexicon{}).Bind(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		off     bool // without NoRevisit
+		plan    string
+		want    []string // allowed actions after plan, sorted
+		wantErr error
+	}{
+		{"start", false, "", []string{"flip-on", "move a b"}, nil},
+		{"no way back", false, "move a b\n", []string{"move b c"}, nil},
+		{"way back without the option", true, "move a b\n", []string{"move b a", "move b c"}, nil},
+		{"no undoing the switch", false, "flip-on\n", []string{"move a b"}, nil},
+		{"switch changes the state", false, "flip-on\nmove a b\n", []string{"move b c"}, nil},
+		{"all lead back: all stay", false, "move a b\nmove b c\n", []string{"move c b"}, nil},
+		{"back again after a forced return", false, "move a b\nmove b c\nmove c b\n", []string{"move b a", "move b c"}, nil},
+		{"an undo is not allowed", false, "flip-on\nflip-off\n", nil, ErrNotAllowed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sp, err := New(idx, lex, Options{NoRevisit: !tc.off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := sp.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, err = sp.AdvanceText(c, []byte(tc.plan))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			var got []string
+			for _, a := range c.st.actions {
+				got = append(got, lex.Text(a))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("allowed %q, want %q", got, tc.want)
+			}
+			if c.NumApplicable() != len(tc.want) {
+				t.Fatalf("NumApplicable %d, want %d", c.NumApplicable(), len(tc.want))
 			}
 		})
 	}

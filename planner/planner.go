@@ -99,6 +99,10 @@ type Options struct {
 	Think bool
 	// OmitStatic leaves facts that never change out of the prompt's state.
 	OmitStatic bool
+	// NoRevisit keeps a constrained plan from returning to a state it has
+	// been in (constraint.Options.NoRevisit): cgreedy cannot loop, and a
+	// search's tree holds no cycles.
+	NoRevisit bool
 	// Index is the model's vocabulary index (constraint.NewIndex); nil
 	// builds it. Callers that plan often with one model build it once.
 	Index *trie.Index
@@ -235,7 +239,8 @@ func Run(ctx context.Context, lm models.LM, task Task, m Method, opts Options) (
 			return nil, fmt.Errorf("planner: %w", err)
 		}
 	}
-	space := constraint.Options{EndPolicy: opts.End, StopAtGoal: !opts.KeepGoing, MaxActions: opts.MaxActions}
+	space := constraint.Options{EndPolicy: opts.End, StopAtGoal: !opts.KeepGoing, MaxActions: opts.MaxActions,
+		NoRevisit: opts.NoRevisit}
 	switch {
 	case opts.MaxActions == 0:
 		space.MaxActions = DefaultMaxActions

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/examples"
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/models"
@@ -202,5 +203,43 @@ func TestTimeBeforeFirstToken(t *testing.T) {
 		if out.Stop != StopTime || !out.Interrupted || len(out.Plan) != 0 || !out.Valid {
 			t.Errorf("%s: stop %s, interrupted %v, plan %v, valid %v", m, out.Stop, out.Interrupted, out.Lines, out.Valid)
 		}
+	}
+}
+
+// TestNoRevisitPlans: with NoRevisit a constrained plan's trajectory
+// returns to a state only where every applicable action would have, for
+// cgreedy and cmcts alike; the plans stay valid.
+func TestNoRevisitPlans(t *testing.T) {
+	lm, task := setup(t, 4096)
+	gt := task.Lexicon.Task()
+	for _, m := range []Method{CGreedy, CMCTS} {
+		t.Run(string(m), func(t *testing.T) {
+			opts := Options{Budgets: Budgets{Simulations: 60, MaxActions: 30}, Seed: 3, End: constraint.EndAtGoal, NoRevisit: true}
+			out, err := Run(context.Background(), lm, task, m, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !out.Valid {
+				t.Fatalf("invalid plan %v", out.Lines)
+			}
+			s := gt.Init
+			seen := map[string]bool{s.Key(): true}
+			for i, st := range steps(t, out.Lines) {
+				ids := gt.LookupAction(st.Name, st.Args)
+				if len(ids) == 0 {
+					t.Fatalf("step %d %v not ground", i, st)
+				}
+				next := gt.Apply(s, ids[0])
+				if seen[next.Key()] {
+					for _, b := range gt.Applicable(s, nil) {
+						if !seen[gt.Apply(s, b).Key()] {
+							t.Fatalf("step %d %s returns to a visited state although %s did not", i, out.Lines[i], gt.Actions[b].String())
+						}
+					}
+				}
+				seen[next.Key()] = true
+				s = next
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ type PDDLConstraint struct {
 	MaxActions         int           `json:"max_actions,omitempty"`
 	End                string        `json:"end,omitempty"`
 	Heuristic          string        `json:"heuristic,omitempty"`
+	NoRevisit          *bool         `json:"no_revisit,omitempty"`
 	Search             *SearchParams `json:"search,omitempty"`
 	Think              bool          `json:"think,omitempty"`
 	// Trace puts the state after every action into the certificate.
@@ -45,7 +46,7 @@ func (p *oaiParams) planRequest() PlanRequest {
 	c := p.pddl
 	req := PlanRequest{Domain: c.Domain, Problem: c.Problem, Env: c.Env, Task: c.Task, Lexicon: c.Lexicon,
 		Model: p.model, Method: c.Method, Seconds: c.Seconds, Simulations: c.Simulations, MaxTokens: p.maxTokens,
-		MaxEvaluatedTokens: c.MaxEvaluatedTokens, MaxActions: c.MaxActions, End: c.End, Heuristic: c.Heuristic,
+		MaxEvaluatedTokens: c.MaxEvaluatedTokens, MaxActions: c.MaxActions, End: c.End, Heuristic: c.Heuristic, NoRevisit: c.NoRevisit,
 		Search: c.Search, Think: c.Think, Trace: c.Trace, Stream: p.stream}
 	if p.temperature != nil || p.topP != nil || p.seed != nil {
 		sp := &SamplingParams{}

@@ -67,6 +67,10 @@ type PlanRequest struct {
 	// Heuristic values search leaves (package heuristic's syntax: "ff",
 	// "lmcut", "mix(0.5*ff+0.5*lmcut)", ...); "" means ff.
 	Heuristic string `json:"heuristic,omitempty"`
+	// NoRevisit keeps a constrained plan from returning to a state it has
+	// been in (planner.Options.NoRevisit); nil means the method's default
+	// (planner.DefaultNoRevisit: on for cgreedy).
+	NoRevisit *bool `json:"no_revisit,omitempty"`
 
 	Sampling *SamplingParams `json:"sampling,omitempty"`
 	Search   *SearchParams   `json:"search,omitempty"`

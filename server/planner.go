@@ -79,6 +79,10 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 		}
 	}
 	method := planner.Method(req.Method)
+	opts.NoRevisit = planner.DefaultNoRevisit(method)
+	if req.NoRevisit != nil {
+		opts.NoRevisit = *req.NoRevisit
+	}
 	if job.emit != nil {
 		st := job.task.Init
 		opts.OnEvent = func(e planner.Event) {

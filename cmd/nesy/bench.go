@@ -20,6 +20,7 @@ import (
 	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
+	"github.com/nesy-dev/nesy/planner"
 )
 
 // tinyModel is the --model value that stands for the default tiny model.
@@ -27,14 +28,14 @@ const tinyModel = "tiny"
 
 func newBenchCmd() *cobra.Command {
 	var (
-		envName, suite, method, mode, model, out, shard string
-		datasets, heuristic, tokenizer                  string
-		seconds                                         float64
-		limit, simulations, threads, maxActions         int
-		exploreSteps, maxSteps                          int
-		seed                                            uint64
-		allSkills, omitStatic, quiet, partial           bool
-		perception, flash, split                        string
+		envName, suite, method, mode, model, out, shard  string
+		datasets, heuristic, tokenizer                   string
+		seconds                                          float64
+		limit, simulations, threads, maxActions          int
+		exploreSteps, maxSteps                           int
+		seed                                             uint64
+		allSkills, omitStatic, quiet, partial, noRevisit bool
+		perception, flash, split                         string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X [--model M] --out DIR",
@@ -93,12 +94,15 @@ with no forward pass, which says how much a model's prior adds.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			defer lm.Close()
+			if !cmd.Flags().Changed("no-revisit") {
+				noRevisit = planner.DefaultNoRevisit(planner.Method(method))
+			}
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
 				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations,
 				Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
-				OmitStatic: omitStatic,
-				Explore:    explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
+				OmitStatic: omitStatic, NoRevisit: noRevisit,
+				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
 			}
 			pr := newProgress(cmd.ErrOrStderr(), fmt.Sprintf("%s %s", method, envName), quiet)
 			cfg.Progress = pr.update
@@ -140,6 +144,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here); virtualhome: test (evaluation only) or train (nesy train --virtualhome learns from it), default all 338; blocksworld: planbench (default; evaluation only) or heldout (200 generated five-block problems no training run draws: for choosing between priors)")
 	f.BoolVar(&partial, "partial", false, "virtualhome: hide the contents of closed containers until opened (reports say so)")
 	f.BoolVar(&omitStatic, "omit-static", false, "leave static facts out of the planning prompt")
+	f.BoolVar(&noRevisit, "no-revisit", false, "never take an action that returns to a state the plan has been in (cgreedy, cmcts; default: on for cgreedy, off otherwise)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	cmd.AddCommand(newBenchReportCmd(), newBenchCompareCmd())
 	return cmd

@@ -68,7 +68,7 @@ type planFlags struct {
 	temperature, topP                       float64
 	topK, maxActions, maxTokens             int
 	end, endMarker, heuristic, flash        string
-	stopAtGoal                              bool
+	stopAtGoal, noRevisit                   bool
 	threads, ctx, gpuLayers                 int
 }
 
@@ -138,6 +138,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.StringVar(&f.end, "end", "any", "when the plan may end: any (the model decides) or goal (only once the goal holds)")
 	fl.StringVar(&f.endMarker, "end-marker", "", `a line the model writes to end the plan, e.g. "done" (default: the end-of-turn token only)`)
 	fl.BoolVar(&f.stopAtGoal, "stop-at-goal", true, "end the plan as soon as the goal holds")
+	fl.BoolVar(&f.noRevisit, "no-revisit", false, "never take an action that returns to a state the plan has been in (cgreedy, cmcts; default: on for cgreedy, off otherwise)")
 	fl.StringVar(&f.heuristic, "heuristic", "", `mcts/cmcts leaf heuristic, e.g. ff, lmcut, goalcount, "mix(0.5*ff+0.5*lmcut)" (default ff)`)
 	fl.BoolVar(&f.think, "think", false, "let a Qwen model think before answering (greedy/cgreedy)")
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all)")
@@ -193,6 +194,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(logger)
 	method, _ := planner.ParseMethod(f.method, false) // checked above
+	if !cmd.Flags().Changed("no-revisit") {
+		f.noRevisit = planner.DefaultNoRevisit(method)
+	}
 	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, FlashAttention: f.flash, Logger: logger,
 		Sequences: planner.SuggestedSequences(method)}
 	lm, _, err := loadLM(ctx, errw, f.model, "", f.seed, mopts)
@@ -207,7 +211,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
 		Seed:      f.seed,
 		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
-		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, Think: f.think,
+		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, NoRevisit: f.noRevisit, Think: f.think,
 	}
 	if f.maxActions == 0 {
 		opts.MaxActions = -1 // the flag's 0 means no limit
