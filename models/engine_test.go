@@ -698,3 +698,112 @@ func TestBatchFairness(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineHandOver: an Eval on an idle engine runs its passes itself;
+// callers that come while it is in a pass queue, and after that pass the
+// engine goroutine takes the first caller's rest together with them, so
+// they share passes as before. Every result equals its sequence's logits
+// alone.
+func TestInlineHandOver(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 8, Sequences: 4})
+	v := e.Info().VocabSize
+	toks := [][]int32{testTokens(1, 20, v), testTokens(2, 5, v), testTokens(3, 5, v)}
+	var want [][][]float32
+	for _, tk := range toks {
+		want = append(want, evalAlone(t, e, tk))
+	}
+	seqs := make([]SeqID, len(toks))
+	for i := range seqs {
+		seqs[i], _ = e.NewSequence()
+	}
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.beforePass = func() {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+	}
+	calls0 := e.Stats().ModelCalls
+	type result struct {
+		i   int
+		res []EvalResult
+		err error
+	}
+	done := make(chan result)
+	eval := func(i int) {
+		res, err := e.Eval(context.Background(), []EvalRequest{{Seq: seqs[i], Tokens: toks[i], AllLogits: true}})
+		done <- result{i, res, err}
+	}
+	go eval(0) // 20 tokens: three passes of at most 8
+	<-entered  // its first pass is built and about to compute
+	go eval(1)
+	go eval(2)
+	// Both later callers are queued before the first pass goes on.
+	for {
+		e.mu.Lock()
+		n := len(e.queue)
+		e.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(proceed)
+	for range toks {
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("Eval %d: %v", r.i, r.err)
+		}
+		rows := r.res[0].Logits
+		if len(rows) != len(want[r.i]) {
+			t.Fatalf("Eval %d: %d rows, want %d", r.i, len(rows), len(want[r.i]))
+		}
+		for k := range rows {
+			assertClose(t, fmt.Sprintf("seq %d row %d", r.i, k), rows[k], want[r.i][k], tolFor(e))
+		}
+	}
+	// 30 positions in passes of 8: the first pass alone (8), then the
+	// rest (12 + 5 + 5 = 22) shared: 3 passes, 4 in all; without the
+	// hand-over the first caller's two further passes would come first,
+	// alone, and the others' after them (5 passes or more).
+	if calls := e.Stats().ModelCalls - calls0; calls != 4 {
+		t.Errorf("%d passes, want 4 (the queued callers share passes with the rest of the first)", calls)
+	}
+}
+
+// TestCloseDuringInlinePass: Close while a caller runs its own pass waits
+// for that pass; the caller's Eval ends (with its result or ErrClosed),
+// later Evals fail with ErrClosed, and nothing panics.
+func TestCloseDuringInlinePass(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
+	v := e.Info().VocabSize
+	s, _ := e.NewSequence()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.beforePass = func() {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+	}
+	done := make(chan error)
+	go func() {
+		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 12, v)}})
+		done <- err
+	}()
+	<-entered
+	closed := make(chan error)
+	go func() { closed <- e.Close() }()
+	time.Sleep(20 * time.Millisecond) // Close is waiting for the pass
+	close(proceed)
+	if err := <-done; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("Eval: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{1}}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Eval after Close: %v", err)
+	}
+}
