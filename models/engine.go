@@ -65,11 +65,8 @@ type Engine struct {
 	seqs   []seqState
 	queue  []*job
 	closed bool
-	// looping: the engine goroutine has jobs in hand; inline: a caller
-	// runs its own passes (evalInline). At most one of them runs passes.
-	looping, inline bool
-	stats           Stats
-	rr              int // round-robin offset for fair batching
+	stats  Stats
+	rr     int // round-robin offset for fair batching
 	// carry is the request whose input the last pass cut at its end: it
 	// leads the next pass (see planLocked).
 	carry *reqState
@@ -87,7 +84,7 @@ type Engine struct {
 	maxLen int
 
 	// beforePass, when set (by tests, before the first Eval), runs on the
-	// goroutine running a pass after it is built and before it computes, with
+	// engine goroutine after a pass is built and before it computes, with
 	// no lock held: a test holds the engine busy deterministically.
 	beforePass func()
 }
@@ -652,17 +649,10 @@ func (e *Engine) Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, er
 		e.seqs[r.Seq].busy = true
 	}
 	j.pending = len(j.reqs)
+	e.queue = append(e.queue, j)
 	e.mu.Unlock()
-	if !e.evalInline(j) {
-		e.mu.Lock()
-		if e.closed {
-			e.finishLocked(j, ErrClosed)
-		} else {
-			e.queue = append(e.queue, j)
-		}
-		e.mu.Unlock()
-		e.nudge()
-	}
+	e.nudge()
+
 	select {
 	case <-j.done:
 	case <-ctx.Done():

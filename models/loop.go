@@ -18,12 +18,6 @@ func (e *Engine) loop() {
 	var active []*job
 	for {
 		e.mu.Lock()
-		if e.inline {
-			// A caller is running its pass itself; it nudges when done.
-			e.mu.Unlock()
-			<-e.wake
-			continue
-		}
 		if e.closed {
 			for _, j := range append(active, e.queue...) {
 				e.finishLocked(j, ErrClosed)
@@ -33,12 +27,10 @@ func (e *Engine) loop() {
 			return
 		}
 		if len(active) == 0 && len(e.queue) == 0 {
-			e.looping = false
 			e.mu.Unlock()
 			<-e.wake
 			continue
 		}
-		e.looping = true
 		if len(active) == 0 && e.opts.MergeWindow > 0 && !e.opts.NoMerge {
 			// Collection window: let concurrent callers join this pass.
 			e.mu.Unlock()
@@ -62,108 +54,67 @@ func (e *Engine) loop() {
 			active = append(active, e.queue...)
 			e.queue = nil
 		}
-		active = e.passLocked(active)
-		e.mu.Unlock()
-	}
-}
-
-// evalInline runs job j's passes on the calling goroutine when the engine
-// is idle: nothing queued, no pass running, no merge window to wait for. A
-// decode step then costs no hand-over to the engine goroutine and back
-// (two wake-ups of another thread per token, which on a small machine
-// take a core from the pass's own threads). When other callers queue
-// meanwhile, j goes to the front of the queue after the current pass and
-// the engine goroutine carries on with all of them, so that they share
-// passes as before. It reports false, having done nothing, when the engine
-// is not idle; otherwise j is finished or queued when it returns.
-func (e *Engine) evalInline(j *job) bool {
-	e.mu.Lock()
-	if e.closed || e.inline || e.looping || len(e.queue) > 0 || e.opts.MergeWindow > 0 {
-		e.mu.Unlock()
-		return false
-	}
-	e.inline = true
-	active := []*job{j}
-	for len(active) > 0 {
-		if e.closed {
-			e.finishLocked(j, ErrClosed)
-			break
-		}
-		if len(e.queue) > 0 {
-			e.queue = slices.Insert(e.queue, 0, j)
-			break
-		}
-		active = e.passLocked(active)
-	}
-	e.inline = false
-	wake := len(e.queue) > 0 || e.closed
-	e.mu.Unlock()
-	if wake {
-		e.nudge()
-	}
-	return true
-}
-
-// passLocked runs one forward pass over the active jobs and returns those
-// still active. It is called with e.mu held, returns with it held, and
-// releases it while the pass computes.
-func (e *Engine) passLocked(active []*job) []*job {
-	// Drop cancelled jobs, prepare new ones.
-	active = slices.DeleteFunc(active, func(j *job) bool {
-		if err := j.ctx.Err(); err != nil {
-			e.finishLocked(j, err)
-			return true
-		}
-		if !j.started {
-			j.started = true
-			if err := e.prepareLocked(j); err != nil {
+		// Drop cancelled jobs, prepare new ones.
+		active = slices.DeleteFunc(active, func(j *job) bool {
+			if err := j.ctx.Err(); err != nil {
 				e.finishLocked(j, err)
 				return true
 			}
+			if !j.started {
+				j.started = true
+				if err := e.prepareLocked(j); err != nil {
+					e.finishLocked(j, err)
+					return true
+				}
+			}
+			return false
+		})
+		if len(active) == 0 {
+			e.mu.Unlock()
+			continue
 		}
-		return false
-	})
-	if len(active) == 0 {
-		return active
-	}
-	tb := time.Now()
-	b, err := e.buildLocked(active)
-	switch {
-	case errors.Is(err, ErrCacheFull) && len(b.jobs()) > 1:
-		// No room for everyone: the job that still needs the most
-		// positions gives way; the others retry in the next pass.
-		e.finishLocked(biggest(b.jobs()), err)
-	case err != nil:
-		// The graph could not be built: fail the jobs it held, leave
-		// the others.
-		e.discardLocked(b)
-		for _, j := range b.jobs() {
-			e.finishLocked(j, err)
+		tb := time.Now()
+		b, err := e.buildLocked(active)
+		switch {
+		case errors.Is(err, ErrCacheFull) && len(b.jobs()) > 1:
+			// No room for everyone: the job that still needs the most
+			// positions gives way; the others retry in the next pass.
+			e.finishLocked(biggest(b.jobs()), err)
+		case err != nil:
+			// The graph could not be built: fail the jobs it held, leave
+			// the others.
+			e.discardLocked(b)
+			for _, j := range b.jobs() {
+				e.finishLocked(j, err)
+			}
 		}
-	}
-	if err != nil {
-		return slices.DeleteFunc(active, func(j *job) bool { return j.err != nil })
-	}
-	e.mu.Unlock()
+		if err != nil {
+			active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil })
+			e.mu.Unlock()
+			continue
+		}
+		e.mu.Unlock()
 
-	if e.beforePass != nil {
-		e.beforePass()
-	}
-	rows, err := b.compute()
+		if e.beforePass != nil {
+			e.beforePass()
+		}
+		rows, err := b.compute()
 
-	e.mu.Lock()
-	if err != nil {
-		e.discardLocked(b)
-		for _, j := range b.jobs() {
-			e.finishLocked(j, err)
+		e.mu.Lock()
+		if err != nil {
+			e.discardLocked(b)
+			for _, j := range b.jobs() {
+				e.finishLocked(j, err)
+			}
+		} else {
+			if e.costs != nil {
+				e.costs.observe(b.nInput, b.cells, time.Since(tb).Seconds())
+			}
+			e.commitLocked(b, rows)
 		}
-	} else {
-		if e.costs != nil {
-			e.costs.observe(b.nInput, b.cells, time.Since(tb).Seconds())
-		}
-		e.commitLocked(b, rows)
+		active = slices.DeleteFunc(active, func(j *job) bool { return j.err != nil || j.pending == 0 })
+		e.mu.Unlock()
 	}
-	return slices.DeleteFunc(active, func(j *job) bool { return j.err != nil || j.pending == 0 })
 }
 
 // biggest returns the job with the most positions left to compute.
