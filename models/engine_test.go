@@ -698,3 +698,39 @@ func TestBatchFairness(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDuringPass: Close while a pass computes waits
+// for that pass; the caller's Eval ends (with its result or ErrClosed),
+// later Evals fail with ErrClosed, and nothing panics.
+func TestCloseDuringPass(t *testing.T) {
+	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
+	v := e.Info().VocabSize
+	s, _ := e.NewSequence()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.beforePass = func() {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+	}
+	done := make(chan error)
+	go func() {
+		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 12, v)}})
+		done <- err
+	}()
+	<-entered
+	closed := make(chan error)
+	go func() { closed <- e.Close() }()
+	time.Sleep(20 * time.Millisecond) // Close is waiting for the pass
+	close(proceed)
+	if err := <-done; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("Eval: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{1}}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Eval after Close: %v", err)
+	}
+}
