@@ -23,6 +23,10 @@ type DAggerOptions struct {
 	MaxActions int
 	// Timeout bounds the reference planner per state (0: 10 s).
 	Timeout time.Duration
+	// NoRevisit rolls out with cgreedy's revisit mask
+	// (planner.Options.NoRevisit), as cgreedy now runs by default; false
+	// rolls out plain cgreedy (how the shipped prior's round was made).
+	NoRevisit bool
 }
 
 // daggerMark separates a DAgger demonstration's ID from its task's: the
@@ -80,7 +84,7 @@ func DAggerDemos(ctx context.Context, lm models.LM, src Sources, demos []Demo, o
 		}
 		task, lex := ep.Task(), ep.Lexicon()
 		res, err := planner.Run(ctx, lm, planner.Task{Lexicon: lex, Goal: ep.Goal()}, planner.CGreedy,
-			planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx})
+			planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit})
 		if err != nil {
 			return nil, 0, fmt.Errorf("train: DAgger: %s: rollout: %w", d.ID, err)
 		}

@@ -139,7 +139,7 @@ func TestDAggerCachePerPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, DAggerFile(hash)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, DAggerFile(hash, false)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,5 +157,11 @@ func TestDAggerCachePerPolicy(t *testing.T) {
 	o.DAggerTasks = 8
 	if _, err := loadDAgger(context.Background(), o, policies[0], Sources{}, nil, logf); err == nil {
 		t.Fatal("a cache of another task bound was served")
+	}
+	// Rollouts with the revisit mask are another file: the plain ones are
+	// not served for them.
+	o.DAggerTasks, o.DAggerNoRevisit = 7, true
+	if _, err := loadDAgger(context.Background(), o, policies[0], Sources{}, nil, logf); err == nil {
+		t.Fatal("plain rollouts were served for masked ones")
 	}
 }

@@ -57,6 +57,9 @@ type RunOptions struct {
 	DAggerTasks int
 	// DAggerPoints is DAggerOptions.Points.
 	DAggerPoints int
+	// DAggerNoRevisit is DAggerOptions.NoRevisit: roll the policies out
+	// with cgreedy's revisit mask.
+	DAggerNoRevisit bool
 	// Out is the folder written: prior.gguf, train.svg, checkpoint.gob.
 	Out string
 	// Model is the shape (Vocab is set from the tokenizer).
@@ -336,14 +339,21 @@ func heldOutScenes(demos []Demo, share float64) map[string]bool {
 type daggerCache struct {
 	Policy        string
 	Tasks, Points int
+	NoRevisit     bool `json:",omitempty"`
 	Rollouts      int
 	Solved        int
 	Demos         []Demo
 }
 
 // DAggerFile is the file in RunOptions.Out that holds the DAgger
-// demonstrations of the policy whose GGUF has the SHA-256 hash (hex).
-func DAggerFile(hash string) string { return "dagger-" + hash[:12] + ".json" }
+// demonstrations of the policy whose GGUF has the SHA-256 hash (hex),
+// rolled out with the revisit mask or without.
+func DAggerFile(hash string, noRevisit bool) string {
+	if noRevisit {
+		return "dagger-" + hash[:12] + "-norevisit.json"
+	}
+	return "dagger-" + hash[:12] + ".json"
+}
 
 // loadDAgger returns the DAgger demonstrations of the policy (a GGUF path)
 // on the training scenes of demos, from o.Out's DAggerFile when it holds
@@ -356,10 +366,10 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	}
 	sum := sha256.Sum256(data)
 	policy := hex.EncodeToString(sum[:])
-	path := filepath.Join(o.Out, DAggerFile(policy))
+	path := filepath.Join(o.Out, DAggerFile(policy, o.DAggerNoRevisit))
 	if b, err := os.ReadFile(path); err == nil {
 		var c daggerCache
-		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints {
+		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit {
 			logf("DAgger: %d demonstrations read from %s", len(c.Demos), path)
 			return c.Demos, nil
 		}
@@ -384,13 +394,13 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	}
 	defer lm.Close()
 	start := time.Now()
-	dd, solved, err := DAggerDemos(ctx, lm, src, tasks, DAggerOptions{Points: o.DAggerPoints})
+	dd, solved, err := DAggerDemos(ctx, lm, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit})
 	if err != nil {
 		return nil, err
 	}
 	logf("DAgger: %s rolled out on %d training tasks: %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
 		policyPath, len(tasks), solved, len(dd), time.Since(start).Seconds())
-	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, Rollouts: len(tasks), Solved: solved, Demos: dd})
+	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, Rollouts: len(tasks), Solved: solved, Demos: dd})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}

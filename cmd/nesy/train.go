@@ -116,6 +116,7 @@ gradients summed in one order).`,
 	f.StringArrayVar(&o.DAgger, "dagger", nil, "a prior (GGUF) whose failed rollouts on the training tasks get the reference planner's corrections as further demonstrations (repeat for DAgger's rounds: every policy's corrections are kept)")
 	f.IntVar(&o.DAggerTasks, "dagger-tasks", 0, "training tasks rolled out by --dagger (spread evenly; 0: all)")
 	f.IntVar(&o.DAggerPoints, "dagger-points", 3, "states per failed rollout that get a correction")
+	f.BoolVar(&o.DAggerNoRevisit, "dagger-no-revisit", false, "roll --dagger policies out with cgreedy's revisit mask (the default of nesy plan/bench cgreedy; off: plain cgreedy, as the shipped prior's round)")
 	f.BoolVar(&vh, "virtualhome", false, "demonstrate the problems of VirtualHome's train split too")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
