@@ -220,13 +220,17 @@ const oneShotDomain = `(define (domain oneshot) (:requirements :strips :negative
 
 const oneShotProblem = `(define (problem p) (:domain oneshot) (:init) (:goal (won)))`
 
-func oneShotTask(t *testing.T) *lexicon.Bound {
+func oneShotTask(t *testing.T) *lexicon.Bound { return boundTask(t, oneShotDomain, oneShotProblem) }
+
+// boundTask grounds a domain and problem given as text and binds the
+// default lexicon to the task.
+func boundTask(t *testing.T, domain, problem string) *lexicon.Bound {
 	t.Helper()
-	d, _, err := pddl.ParseDomain("d.pddl", []byte(oneShotDomain))
+	d, _, err := pddl.ParseDomain("d.pddl", []byte(domain))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := pddl.ParseProblem("p.pddl", []byte(oneShotProblem))
+	p, _, err := pddl.ParseProblem("p.pddl", []byte(problem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,22 +319,7 @@ const roomsProblem = `(define (problem p) (:domain rooms) (:objects a b c)
 // option nothing is left out.
 func TestNoRevisit(t *testing.T) {
 	idx := realIndexes.Get(t, "qwen3")
-	d, _, err := pddl.ParseDomain("d.pddl", []byte(roomsDomain))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := pddl.ParseProblem("p.pddl", []byte(roomsProblem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := pddl.Ground(d, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lex, err := (&lexicon.Lexicon{}).Bind(task)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lex := boundTask(t, roomsDomain, roomsProblem)
 	tests := []struct {
 		name    string
 		off     bool // without NoRevisit

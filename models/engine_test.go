@@ -494,6 +494,20 @@ func TestGPUOffload(t *testing.T) {
 	}
 }
 
+// holdFirstPass makes e's first pass wait, once built, until proceed is
+// closed; entered is closed when it starts waiting. Later passes run freely.
+func holdFirstPass(e *Engine) (entered, proceed chan struct{}) {
+	entered, proceed = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.beforePass = func() {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+	}
+	return entered, proceed
+}
+
 func TestReleaseWhileBusy(t *testing.T) {
 	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
 	v := e.Info().VocabSize
@@ -501,12 +515,7 @@ func TestReleaseWhileBusy(t *testing.T) {
 	// Hold the engine inside its first pass of the Eval below, so that the
 	// Truncate and Release happen while the sequence is busy on any
 	// machine, however fast.
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.beforePass = func() {
-		once.Do(func() { close(entered) })
-		<-proceed
-	}
+	entered, proceed := holdFirstPass(e)
 	done := make(chan error)
 	go func() {
 		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 200, v)}})
@@ -706,14 +715,7 @@ func TestCloseDuringPass(t *testing.T) {
 	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
 	v := e.Info().VocabSize
 	s, _ := e.NewSequence()
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.beforePass = func() {
-		once.Do(func() {
-			close(entered)
-			<-proceed
-		})
-	}
+	entered, proceed := holdFirstPass(e)
 	done := make(chan error)
 	go func() {
 		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 12, v)}})
