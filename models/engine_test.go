@@ -508,19 +508,25 @@ func holdFirstPass(e *Engine) (entered, proceed chan struct{}) {
 	return entered, proceed
 }
 
+// evalHeld starts an Eval of n tokens on s with e's first pass held (see
+// holdFirstPass); done gets the Eval's error.
+func evalHeld(e *Engine, s SeqID, n int) (entered, proceed chan struct{}, done chan error) {
+	entered, proceed = holdFirstPass(e)
+	done = make(chan error)
+	go func() {
+		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, n, e.Info().VocabSize)}})
+		done <- err
+	}()
+	return entered, proceed, done
+}
+
 func TestReleaseWhileBusy(t *testing.T) {
 	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
-	v := e.Info().VocabSize
 	s, _ := e.NewSequence()
 	// Hold the engine inside its first pass of the Eval below, so that the
 	// Truncate and Release happen while the sequence is busy on any
 	// machine, however fast.
-	entered, proceed := holdFirstPass(e)
-	done := make(chan error)
-	go func() {
-		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 200, v)}})
-		done <- err
-	}()
+	entered, proceed, done := evalHeld(e, s, 200)
 	<-entered
 	if err := e.Truncate(s, 0); !errors.Is(err, ErrSequenceBusy) {
 		t.Errorf("Truncate while busy: %v", err)
@@ -713,14 +719,8 @@ func TestBatchFairness(t *testing.T) {
 // later Evals fail with ErrClosed, and nothing panics.
 func TestCloseDuringPass(t *testing.T) {
 	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{BatchSize: 4, Sequences: 2})
-	v := e.Info().VocabSize
 	s, _ := e.NewSequence()
-	entered, proceed := holdFirstPass(e)
-	done := make(chan error)
-	go func() {
-		_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 12, v)}})
-		done <- err
-	}()
+	entered, proceed, done := evalHeld(e, s, 12)
 	<-entered
 	closed := make(chan error)
 	go func() { closed <- e.Close() }()
