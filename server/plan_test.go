@@ -482,3 +482,81 @@ func TestPlanUniform(t *testing.T) {
 		t.Fatalf("the loaded model is %q with %d parameters, want the uniform prior", info.Name, info.Params)
 	}
 }
+
+// TestNoRevisitField: no_revisit reaches the planner, and an absent field
+// means the method's default (on for cgreedy): the default plan equals the
+// one with no_revisit true, and with no_revisit false the model's plan
+// returns to a state it has been in, which the masked plan does not.
+func TestNoRevisitField(t *testing.T) {
+	ts := startServer(t, Options{})
+	plan := func(noRevisit any) PlanResponse {
+		t.Helper()
+		req := map[string]any{"domain": bwDomain, "problem": bwLong, "method": "cgreedy", "end": "goal", "max_actions": 20, "trace": true}
+		if noRevisit != nil {
+			req["no_revisit"] = noRevisit
+		}
+		status, _, body := ts.do("POST", "/v1/plan", req)
+		switch status {
+		case 200:
+			return decodePlan(t, body)
+		case 422:
+			return *apiErr(t, body).Result
+		}
+		t.Fatalf("no_revisit %v: status %d: %s", noRevisit, status, body)
+		return PlanResponse{}
+	}
+	d, _, err := pddl.ParseDomain("d.pddl", []byte(bwDomain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := pddl.ParseProblem("p.pddl", []byte(bwLong))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := pddl.Ground(d, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// revisits counts the plan's steps into a visited state, and of them
+	// those some other applicable action would have avoided.
+	revisits := func(r PlanResponse) (all, avoidable int) {
+		steps, err := pddl.ParsePlan("plan", []byte(strings.Join(r.Plan, "\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := task.Init
+		seen := map[string]bool{s.Key(): true}
+		for _, st := range steps {
+			ids := task.LookupAction(st.Name, st.Args)
+			if len(ids) == 0 {
+				t.Fatalf("%v is not an action", st)
+			}
+			next := task.Apply(s, ids[0])
+			if seen[next.Key()] {
+				all++
+				for _, b := range task.Applicable(s, nil) {
+					if !seen[task.Apply(s, b).Key()] {
+						avoidable++
+						break
+					}
+				}
+			}
+			seen[next.Key()] = true
+			s = next
+		}
+		return all, avoidable
+	}
+	def, on, off := plan(nil), plan(true), plan(false)
+	if strings.Join(def.Plan, ",") != strings.Join(on.Plan, ",") {
+		t.Errorf("default cgreedy plan %v differs from no_revisit true %v", def.Plan, on.Plan)
+	}
+	if _, n := revisits(off); n == 0 {
+		t.Fatalf("the plain plan %v never returns to a state it could have avoided: no contrast to test", off.Plan)
+	}
+	if _, n := revisits(on); n != 0 {
+		t.Errorf("the masked plan %v returns to a visited state %d times where another action would not", on.Plan, n)
+	}
+	if status, _, body := ts.do("POST", "/v1/plan", map[string]any{"domain": bwDomain, "problem": bwShort, "method": "cgreedy", "no_revisit": "yes"}); status != 400 {
+		t.Errorf("no_revisit \"yes\": status %d: %s", status, body)
+	}
+}
