@@ -17,6 +17,8 @@ import (
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
+
+	"github.com/nesy-dev/nesy/models/ggmlthread"
 )
 
 // Engine is a model loaded into Ollama's Go engine. It implements LM.
@@ -77,6 +79,9 @@ type Engine struct {
 	// passes, of a recurrent Qwen3.5 text model (nil otherwise; see
 	// hybridForward).
 	hybrid *hybridForward
+	// runner computes the passes on a C thread of its own (see package
+	// ggmlthread).
+	runner *ggmlthread.Runner
 	// graph bounds the sequences of one pass of a recurrent model (see
 	// planRecurrent).
 	graph passGraph
@@ -256,6 +261,14 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		return newCostFit(p, o.BatchSize, min(e.stats.CacheCells, 4096))
 	}
 	e.costs = prior(defaultPassSeconds)
+	if e.runner, err = ggmlthread.New(); err != nil {
+		return nil, fmt.Errorf("models: %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			e.runner.Close()
+		}
+	}()
 	if !o.noWarmup {
 		if err := e.reserve(); err != nil {
 			return nil, fmt.Errorf("models: %s: reserving the compute graph: %w", name, err)
@@ -612,9 +625,10 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	e.nudge()
 	<-e.done
+	err := e.runner.Close()
 	e.cache.Close()
 	e.model.Backend().Close()
-	return nil
+	return err
 }
 
 func (e *Engine) nudge() {

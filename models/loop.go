@@ -373,8 +373,7 @@ func (b *batch) compute() (rows []float32, err error) {
 			err = panicError(r)
 		}
 	}()
-	b.ctx.Compute(b.out)
-	return b.out.Floats(), nil
+	return b.e.runner.Compute(b.ctx, b.out)
 }
 
 // commitLocked records a computed batch: sequence lengths, histories,
