@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -29,7 +30,10 @@ type solveJSON struct {
 	Evaluated     int      `json:"evaluated"`
 	Search        string   `json:"search"`
 	Heuristic     string   `json:"heuristic"`
-	Error         string   `json:"error,omitempty"`
+	// InitialH is the heuristic value of the initial state (absent when
+	// the search did not evaluate it, or it is a dead end).
+	InitialH *float64 `json:"initial_h,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 func newSolveCmd() *cobra.Command {
@@ -135,6 +139,9 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			res.Status, res.Cost = r.Status.String(), r.Cost
 			res.Expanded, res.Generated, res.Evaluated = r.Expanded, r.Generated, r.Evaluated
 			res.SearchSeconds = r.Elapsed.Seconds()
+			if r.Evaluated > 0 && !math.IsInf(r.InitialH, 1) {
+				res.InitialH = &r.InitialH
+			}
 			if r.Status != search.Solved {
 				return report(1)
 			}

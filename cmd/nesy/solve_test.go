@@ -103,6 +103,7 @@ func TestSolveCLI(t *testing.T) {
 			Expanded *int     `json:"expanded"`
 			Seconds  *float64 `json:"seconds"`
 			Search   *float64 `json:"search_seconds"`
+			InitialH *float64 `json:"initial_h"`
 		}
 		if err := json.Unmarshal([]byte(jout), &res); err != nil || code != 0 {
 			t.Fatalf("%v --json: exit %d, %v: %q", c, code, err, jout)
@@ -111,6 +112,11 @@ func TestSolveCLI(t *testing.T) {
 			t.Errorf("%v --json: %s", c, jout)
 		}
 		validates(t, d, p, strings.Join(res.Plan, "\n"))
+		// Both goal atoms are false in the initial state (all blocks on
+		// the table): goal count 2; the others estimate at least 2 steps.
+		if h := res.InitialH; h == nil || (c.heuristic == "goalcount" && *h != 2) || *h < 2 {
+			t.Errorf("%v --json: initial_h %v, want 2 for goalcount and at least 2 for the others", c, h)
+		}
 	}
 }
 
