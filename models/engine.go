@@ -261,7 +261,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		return newCostFit(p, o.BatchSize, min(e.stats.CacheCells, 4096))
 	}
 	e.costs = prior(defaultPassSeconds)
-	if e.runner, err = ggmlthread.New(); err != nil {
+	if e.runner, err = ggmlthread.New(o.Threads); err != nil {
 		return nil, fmt.Errorf("models: %s: %w", name, err)
 	}
 	defer func() {
@@ -493,12 +493,16 @@ func (e *Engine) Fork(src SeqID, n int) (SeqID, error) {
 	d.hist = slices.Clone(s.hist[:n])
 	if e.checkpoints == nil {
 		keep := min(n, s.valid)
+		unlock := e.lockDevices()
 		e.cache.CopyPrefix(int(src), int(id), int32(keep))
+		unlock()
 		e.cells.copyPrefix(int(src), int(id), int32(keep))
 		d.valid = keep
 		return id, nil
 	}
+	unlock := e.lockDevices()
 	e.cache.CopyPrefix(int(src), int(id), int32(s.valid))
+	unlock()
 	d.valid = s.valid
 	if err := e.truncateCacheLocked(id, n); err != nil {
 		e.freeLocked(id)
@@ -545,6 +549,7 @@ func (e *Engine) truncateCacheLocked(seq SeqID, n int) error {
 	if s.valid <= n {
 		return nil
 	}
+	defer e.lockDevices()()
 	if e.checkpoints == nil {
 		if err := e.cache.Remove(int(seq), int32(n), math.MaxInt32); err != nil {
 			return fmt.Errorf("models: truncate of sequence %d: %w", seq, err)
@@ -587,7 +592,9 @@ func (e *Engine) freeLocked(seq SeqID) {
 	if !e.closed {
 		// Removing a whole sequence never fails for the engine's caches;
 		// if it did, the slot's cells would stay allocated until reuse.
+		unlock := e.lockDevices()
 		_ = e.cache.Remove(int(seq), 0, math.MaxInt32)
+		unlock()
 		e.cells.removeTail(int(seq), 0)
 	}
 	e.seqs[seq] = seqState{}
@@ -629,6 +636,15 @@ func (e *Engine) Close() error {
 	e.cache.Close()
 	e.model.Backend().Close()
 	return err
+}
+
+// lockDevices takes the process-wide locks of the engine's ggml devices
+// (see package ggmlthread) for cache operations that may compute a graph
+// of their own (a RoPE shift on truncation, a recurrent state's copy on
+// write or checkpoint restore), and returns the unlock. Callers hold e.mu;
+// no holder of a device lock waits for an engine's mu.
+func (e *Engine) lockDevices() func() {
+	return e.runner.LockBackend(e.model.Backend())
 }
 
 func (e *Engine) nudge() {

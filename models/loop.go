@@ -148,7 +148,9 @@ func (e *Engine) discardLocked(b *batch) {
 		// Removing whole tails does not fail for the engine's caches; a
 		// failure here would leave stale cells of a sequence that is
 		// about to be cut back anyway.
+		unlock := e.lockDevices()
 		_ = e.cache.Remove(int(id), from, math.MaxInt32)
+		unlock()
 		e.cells.removeTail(int(id), from)
 	}
 }
@@ -317,7 +319,11 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 	b.nInput = len(tokens)
 	ib.Inputs = ctx.Input().FromInts(tokens, len(tokens))
 	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
-	if err := e.forward(ctx, ib, b); err != nil {
+	// Building the graph may compute (a recurrent cache's copy on write).
+	unlock := e.lockDevices()
+	err := e.forward(ctx, ib, b)
+	unlock()
+	if err != nil {
 		ctx.Close()
 		return b, err
 	}
@@ -459,7 +465,7 @@ func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	}
 	var store *mmStore
 	if image && e.mm != nil {
-		store = newMMStore(e.model.Backend())
+		store = newMMStore(e.model.Backend(), e.runner)
 		defer store.close()
 		if in, ok := store.reserveImage(e.mm, n); ok {
 			inputs = in

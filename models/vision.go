@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/png"
 
+	"github.com/nesy-dev/nesy/models/ggmlthread"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
@@ -19,7 +20,8 @@ import (
 // allows it).
 type mmStore struct {
 	b       ml.Backend
-	ctxs    []ml.Context // encoder graphs, kept while the request runs (their tensors carry shapes and metadata)
+	run     *ggmlthread.Runner // the engine's: encoder passes hold the device locks
+	ctxs    []ml.Context       // encoder graphs, kept while the request runs (their tensors carry shapes and metadata)
 	entries map[ml.Tensor]*mmEntry
 }
 
@@ -30,8 +32,8 @@ type mmEntry struct {
 	reserve bool
 }
 
-func newMMStore(b ml.Backend) *mmStore {
-	return &mmStore{b: b, entries: map[ml.Tensor]*mmEntry{}}
+func newMMStore(b ml.Backend, run *ggmlthread.Runner) *mmStore {
+	return &mmStore{b: b, run: run, entries: map[ml.Tensor]*mmEntry{}}
 }
 
 // encode runs the vision encoder on one PNG or JPEG image.
@@ -61,10 +63,12 @@ func (s *mmStore) encode(p model.MultimodalProcessor, img []byte) (mm []input.Mu
 	}
 	ctx.Forward(ts...)
 	ctx.SetBatchSize(512) // an encoder pass is as heavy as a large batch
-	ctx.Compute(ts...)
-	for _, t := range ts {
-		s.entries[t] = &mmEntry{shape: t.Shape(), dtype: t.DType(), data: t.Floats()}
-	}
+	s.run.Exclusive(ctx, func() {
+		ctx.Compute(ts...)
+		for _, t := range ts {
+			s.entries[t] = &mmEntry{shape: t.Shape(), dtype: t.DType(), data: t.Floats()}
+		}
+	})
 	return mm, nil
 }
 
@@ -164,7 +168,7 @@ func (e *Engine) requestInputs(r *reqState) (ins []*input.Input, text []bool, im
 	isText := map[*input.Input]bool{}
 	addImage := func(n int) error {
 		if r.mm == nil {
-			r.mm = newMMStore(e.model.Backend())
+			r.mm = newMMStore(e.model.Backend(), e.runner)
 		}
 		mm, err := r.mm.encode(e.mm, req.Images[n])
 		if err != nil {

@@ -2,15 +2,20 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl/search"
 	"github.com/nesy-dev/nesy/planner"
+	"github.com/nesy-dev/nesy/trie"
 )
 
 // DAggerOptions configure DAggerDemos.
@@ -42,7 +47,7 @@ func (d Demo) task() string {
 	return d.ID
 }
 
-// DAggerDemos rolls the prior lm out on the tasks of demos by constrained
+// DAggerDemos rolls the prior out on the tasks of demos by constrained
 // greedy decoding (the prior alone, as `nesy bench --method cgreedy` runs
 // it) and, where it does not reach the goal, asks the reference planner what
 // to do from the states it went to (DAgger: the expert labels the learner's
@@ -55,7 +60,16 @@ func (d Demo) task() string {
 // there; the others are spread over the rest of the rollout. demos must be
 // training tasks (src reopens them); the second result counts the rollouts
 // that reached the goal.
-func DAggerDemos(ctx context.Context, lm models.LM, src Sources, demos []Demo, o DAggerOptions) ([]Demo, int, error) {
+//
+// lms are one or more engines of the same prior: the tasks are rolled out
+// on them in parallel, each task alone on one engine, and the results are
+// gathered in the order of demos, so the output does not depend on how
+// many engines there are (a rollout's passes are those it would have on a
+// single engine).
+func DAggerDemos(ctx context.Context, lms []models.LM, src Sources, demos []Demo, o DAggerOptions) ([]Demo, int, error) {
+	if len(lms) == 0 {
+		return nil, 0, errors.New("train: DAgger: no model")
+	}
 	if o.Points <= 0 {
 		o.Points = 3
 	}
@@ -65,107 +79,142 @@ func DAggerDemos(ctx context.Context, lm models.LM, src Sources, demos []Demo, o
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
-	idx, err := constraint.NewIndex(lm)
-	if err != nil {
-		return nil, 0, fmt.Errorf("train: %w", err)
+	type result struct {
+		demos  []Demo
+		solved bool
+	}
+	results := make([]result, len(demos))
+	var next atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for _, lm := range lms {
+		g.Go(func() error {
+			wsrc := src // each worker opens its own ALFWorld environment once
+			idx, err := constraint.NewIndex(lm)
+			if err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(demos) {
+					return nil
+				}
+				dd, ok, err := daggerTask(gctx, lm, idx, &wsrc, demos[i], o)
+				if err != nil {
+					return err
+				}
+				results[i] = result{dd, ok}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
 	}
 	var out []Demo
 	solved := 0
-	for _, d := range demos {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, fmt.Errorf("train: DAgger: %w", err)
-		}
-		if len(d.Prefix) > 0 {
-			continue // a DAgger demonstration itself
-		}
-		ep, err := src.open(ctx, d)
-		if err != nil {
-			return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
-		}
-		task, lex := ep.Task(), ep.Lexicon()
-		res, err := planner.Run(ctx, lm, planner.Task{Lexicon: lex, Goal: ep.Goal()}, planner.CGreedy,
-			planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit})
-		if err != nil {
-			return nil, 0, fmt.Errorf("train: DAgger: %s: rollout: %w", d.ID, err)
-		}
-		if res.GoalReached {
+	for _, r := range results {
+		out = append(out, r.demos...)
+		if r.solved {
 			solved++
-			continue
-		}
-		states := res.Validation.States // States[i]: before step i
-		// plan returns the reference planner's plan from states[i] (nil:
-		// none found, e.g. a dead end).
-		cache := map[int][]int{}
-		plan := func(i int) ([]int, error) {
-			if p, ok := cache[i]; ok {
-				return p, nil
-			}
-			t := *task
-			t.Init = states[i]
-			r, err := search.Solve(ctx, &t, search.Options{PreferredOperators: true, Timeout: o.Timeout})
-			if err != nil {
-				return nil, err
-			}
-			var p []int
-			if r.Status == search.Solved {
-				p = r.Plan
-			}
-			cache[i] = p
-			return p, nil
-		}
-		length := func(p []int) int {
-			if p == nil {
-				return math.MaxInt
-			}
-			return len(p)
-		}
-		first := -1
-		for i := 0; i+1 < len(states); i++ {
-			a, err := plan(i)
-			if err != nil {
-				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
-			}
-			b, err := plan(i + 1)
-			if err != nil {
-				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
-			}
-			if a != nil && length(b) >= length(a) {
-				first = i
-				break
-			}
-		}
-		if first < 0 {
-			continue // every step made progress: the rollout ran out of actions
-		}
-		points := []int{first}
-		rest := len(states) - 1 - first // states after the first
-		for k := 1; k < o.Points && rest > 0; k++ {
-			i := first + k*rest/o.Points
-			if i > points[len(points)-1] && i < len(states) {
-				points = append(points, i)
-			}
-		}
-		for _, i := range points {
-			if i == 0 {
-				continue // the planner's plan from the initial state: the demonstration itself
-			}
-			p, err := plan(i)
-			if err != nil {
-				return nil, 0, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
-			}
-			if len(p) == 0 {
-				continue
-			}
-			nd := Demo{ID: fmt.Sprintf("%s%s%d", d.ID, daggerMark, i), Scene: d.Scene, Env: d.Env, Goal: d.Goal, Problem: d.Problem,
-				Messages: d.Messages}
-			for _, a := range res.Plan[:i] {
-				nd.Prefix = append(nd.Prefix, lex.Text(a))
-			}
-			for _, a := range p {
-				nd.Plan = append(nd.Plan, lex.Text(a))
-			}
-			out = append(out, nd)
 		}
 	}
 	return out, solved, nil
+}
+
+// daggerTask rolls lm out on d's task and returns the corrections of a
+// failed rollout, or solved=true when it reached the goal.
+func daggerTask(ctx context.Context, lm models.LM, idx *trie.Index, src *Sources, d Demo, o DAggerOptions) (out []Demo, solved bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("train: DAgger: %w", err)
+	}
+	if len(d.Prefix) > 0 {
+		return nil, false, nil // a DAgger demonstration itself
+	}
+	ep, err := src.open(ctx, d)
+	if err != nil {
+		return nil, false, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+	}
+	task, lex := ep.Task(), ep.Lexicon()
+	res, err := planner.Run(ctx, lm, planner.Task{Lexicon: lex, Goal: ep.Goal()}, planner.CGreedy,
+		planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit})
+	if err != nil {
+		return nil, false, fmt.Errorf("train: DAgger: %s: rollout: %w", d.ID, err)
+	}
+	if res.GoalReached {
+		return nil, true, nil
+	}
+	states := res.Validation.States // States[i]: before step i
+	// plan returns the reference planner's plan from states[i] (nil:
+	// none found, e.g. a dead end).
+	cache := map[int][]int{}
+	plan := func(i int) ([]int, error) {
+		if p, ok := cache[i]; ok {
+			return p, nil
+		}
+		t := *task
+		t.Init = states[i]
+		r, err := search.Solve(ctx, &t, search.Options{PreferredOperators: true, Timeout: o.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		var p []int
+		if r.Status == search.Solved {
+			p = r.Plan
+		}
+		cache[i] = p
+		return p, nil
+	}
+	length := func(p []int) int {
+		if p == nil {
+			return math.MaxInt
+		}
+		return len(p)
+	}
+	first := -1
+	for i := 0; i+1 < len(states); i++ {
+		a, err := plan(i)
+		if err != nil {
+			return nil, false, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+		}
+		b, err := plan(i + 1)
+		if err != nil {
+			return nil, false, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+		}
+		if a != nil && length(b) >= length(a) {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil, false, nil // every step made progress: the rollout ran out of actions
+	}
+	points := []int{first}
+	rest := len(states) - 1 - first // states after the first
+	for k := 1; k < o.Points && rest > 0; k++ {
+		i := first + k*rest/o.Points
+		if i > points[len(points)-1] && i < len(states) {
+			points = append(points, i)
+		}
+	}
+	for _, i := range points {
+		if i == 0 {
+			continue // the planner's plan from the initial state: the demonstration itself
+		}
+		p, err := plan(i)
+		if err != nil {
+			return nil, false, fmt.Errorf("train: DAgger: %s: %w", d.ID, err)
+		}
+		if len(p) == 0 {
+			continue
+		}
+		nd := Demo{ID: fmt.Sprintf("%s%s%d", d.ID, daggerMark, i), Scene: d.Scene, Env: d.Env, Goal: d.Goal, Problem: d.Problem,
+			Messages: d.Messages}
+		for _, a := range res.Plan[:i] {
+			nd.Prefix = append(nd.Prefix, lex.Text(a))
+		}
+		for _, a := range p {
+			nd.Plan = append(nd.Plan, lex.Text(a))
+		}
+		out = append(out, nd)
+	}
+	return out, false, nil
 }

@@ -63,11 +63,30 @@ func TestDAggerDemos(t *testing.T) {
 	demos = append(demos, vd...)
 	// Room for ALFWorld's prompts and a rollout; the decoder takes two
 	// sequence slots.
-	_, lm := tinyPriorWith(t, demos, 800, models.Options{Threads: 1, Sequences: 2, ContextLength: 2048})
+	_, path := tinyPriorFile(t, demos, 800)
+	lms := make([]models.LM, 3)
+	for i := range lms {
+		lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 2, ContextLength: 2048})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lm.Close() })
+		lms[i] = lm
+	}
+	lm := lms[0]
 	src := Sources{ALFWorld: dir, Blocksworld: bw, VirtualHome: vh}
-	dd, solved, err := DAggerDemos(ctx, lm, src, demos, DAggerOptions{Points: 3, MaxActions: 12})
+	dd, solved, err := DAggerDemos(ctx, lms[:1], src, demos, DAggerOptions{Points: 3, MaxActions: 12})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Three engines roll the tasks out in parallel: the same
+	// demonstrations, in the same order.
+	dd3, solved3, err := DAggerDemos(ctx, lms, src, demos, DAggerOptions{Points: 3, MaxActions: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := mustJSON(t, dd), mustJSON(t, dd3); a != b || solved3 != solved {
+		t.Fatalf("three engines: %d demonstrations (%d solved), one engine: %d (%d solved); equal JSON: %v", len(dd3), solved3, len(dd), solved, a == b)
 	}
 	if len(dd) == 0 {
 		t.Fatalf("no DAgger demonstrations from %d rollouts (%d reached the goal)", len(demos), solved)
@@ -115,6 +134,15 @@ func TestDAggerDemos(t *testing.T) {
 		}
 	}
 	t.Logf("%d DAgger demonstrations (by environment %v) from %d rollouts, %d reached the goal", len(dd), envsSeen, len(demos), solved)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestDAggerCachePerPolicy: each --dagger policy's demonstrations are kept

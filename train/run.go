@@ -388,18 +388,24 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 		}
 		tasks = spread
 	}
-	lm, err := models.Load(ctx, policyPath, models.Options{Threads: 1, Sequences: 2, ContextLength: 4096})
-	if err != nil {
-		return nil, fmt.Errorf("train: DAgger policy: %w", err)
+	// One engine per worker, one thread each: the rollouts run in
+	// parallel and each is computed as it would be alone.
+	lms := make([]models.LM, max(1, min(o.Train.Workers, len(tasks))))
+	for i := range lms {
+		lm, err := models.Load(ctx, policyPath, models.Options{Threads: 1, Sequences: 2, ContextLength: 4096})
+		if err != nil {
+			return nil, fmt.Errorf("train: DAgger policy: %w", err)
+		}
+		defer lm.Close()
+		lms[i] = lm
 	}
-	defer lm.Close()
 	start := time.Now()
-	dd, solved, err := DAggerDemos(ctx, lm, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit})
+	dd, solved, err := DAggerDemos(ctx, lms, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit})
 	if err != nil {
 		return nil, err
 	}
-	logf("DAgger: %s rolled out on %d training tasks: %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
-		policyPath, len(tasks), solved, len(dd), time.Since(start).Seconds())
+	logf("DAgger: %s rolled out on %d training tasks (%d engines): %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
+		policyPath, len(tasks), len(lms), solved, len(dd), time.Since(start).Seconds())
 	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, Rollouts: len(tasks), Solved: solved, Demos: dd})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)

@@ -239,6 +239,18 @@ func tinyPrior(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, *models
 // tinyPriorWith is tinyPrior loaded with opts.
 func tinyPriorWith(t *testing.T, demos []Demo, merges int, opts models.Options) (*gguf.Tokenizer, *models.Engine) {
 	t.Helper()
+	tok, path := tinyPriorFile(t, demos, merges)
+	lm, err := models.Load(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lm.Close() })
+	return tok, lm
+}
+
+// tinyPriorFile writes tinyPrior's GGUF and returns its tokenizer and path.
+func tinyPriorFile(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, string) {
+	t.Helper()
 	tok := NewTokenizer(demos, merges)
 	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
 	if err != nil {
@@ -248,12 +260,7 @@ func tinyPriorWith(t *testing.T, demos []Demo, merges int, opts models.Options) 
 	if err := writeGGUF(p, tok, path); err != nil {
 		t.Fatal(err)
 	}
-	lm, err := models.Load(context.Background(), path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lm.Close() })
-	return tok, lm
+	return tok, path
 }
 
 // TestClipGrads: gradients over the bound are scaled to it, direction

@@ -67,7 +67,8 @@ demonstrations, reused by a later run with the same --limit, --goals,
 --blocksworld, --virtualhome and --seed) and DIR/checkpoint.gob, written at every held-out evaluation;
 --resume continues from it. The same flags and seed give the same model, with
 any --workers (the examples of a step run on that many cores at once, their
-gradients summed in one order).`,
+gradients summed in one order; --dagger rollouts run on that many engines of
+the policy at once, one thread each, gathered in task order).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Out == "" {
@@ -121,7 +122,7 @@ gradients summed in one order).`,
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
 	f.IntVar(&steps, "steps", 400, "optimiser steps")
 	f.IntVar(&batch, "batch", 4, "demonstrations per step")
-	f.IntVar(&workers, "workers", runtime.NumCPU(), "demonstrations of a step evaluated at once, one core each (the weights are bit-identical for every count)")
+	f.IntVar(&workers, "workers", runtime.NumCPU(), "demonstrations of a step evaluated (and --dagger tasks rolled out) at once, one core each (the weights are bit-identical for every count)")
 	f.Float64Var(&lr, "lr", 3e-3, "peak learning rate (Adam, warm-up then cosine decay)")
 	f.Float64Var(&clip, "clip", train.DefaultClip, "clip each step's gradient to this global norm (negative: no clipping)")
 	f.IntVar(&evalEvery, "eval-every", 0, "steps between held-out evaluations and checkpoints (0: steps/10)")

@@ -17,6 +17,16 @@
 // reads them by reflection from the pinned version (checked by the tests),
 // and Compute falls back to Context.Compute when they are not where it
 // expects them.
+//
+// Ollama's ggml package creates one ggml backend per device for the whole
+// process and every model's scheduler computes on it (Ollama runs each
+// model in a process of its own, so it never meets this): two models'
+// passes computing at once on the CPU backend share its work buffer and
+// read each other's intermediate values (measured: cgreedy rollouts of the
+// trained prior on two engines at once decoded nonsense), and the thread
+// count of the last model loaded applies to all. Every pass here therefore
+// holds a process-wide lock per ggml backend it computes on, and sets the
+// CPU backend's thread count to its own engine's under that lock.
 package ggmlthread
 
 /*
@@ -30,6 +40,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -45,17 +56,47 @@ var ErrUnsupported = errors.New("ggmlthread: not an Ollama ggml context of the k
 // ErrClosed is returned by Compute after Close.
 var ErrClosed = errors.New("ggmlthread: runner closed")
 
-// Runner computes graphs on its own C thread, one at a time.
-type Runner struct {
-	mu     sync.Mutex
-	w      *C.nesy_worker
-	done   *os.File // the pipe's read end, watched by Go's poller
-	wfd    int      // the pipe's write end, written by the C thread
-	closed bool
+// devices holds one lock per ggml backend (device) of Ollama's
+// process-wide set (see the package comment); a pass holds the locks of
+// every backend its scheduler computes on. It is package-level because
+// the backends it guards are.
+var devices sync.Map // uintptr (ggml_backend_t) -> *sync.Mutex
+
+// lockBackends locks the backends' locks in address order (so that two
+// passes over overlapping sets cannot deadlock) and returns the unlock.
+func lockBackends(bs []unsafe.Pointer) func() {
+	keys := make([]uintptr, len(bs))
+	for i, b := range bs {
+		keys[i] = uintptr(b)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	locks := make([]*sync.Mutex, len(keys))
+	for i, k := range keys {
+		m, _ := devices.LoadOrStore(k, new(sync.Mutex))
+		locks[i] = m.(*sync.Mutex)
+		locks[i].Lock()
+	}
+	return func() {
+		for i := len(locks) - 1; i >= 0; i-- {
+			locks[i].Unlock()
+		}
+	}
 }
 
-// New starts a Runner's thread.
-func New() (*Runner, error) {
+// Runner computes graphs on its own C thread, one at a time.
+type Runner struct {
+	threads int // the CPU backend's thread count for this Runner's passes (0: leave it)
+	mu      sync.Mutex
+	w       *C.nesy_worker
+	done    *os.File // the pipe's read end, watched by Go's poller
+	wfd     int      // the pipe's write end, written by the C thread
+	closed  bool
+}
+
+// New starts a Runner's thread; its passes run the CPU backend with
+// threads threads (0: whatever it was set to last).
+func New(threads int) (*Runner, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("ggmlthread: pipe: %w", err)
@@ -67,7 +108,7 @@ func New() (*Runner, error) {
 		return nil, errors.New("ggmlthread: cannot start the compute thread")
 	}
 	// A non-blocking descriptor makes os.NewFile's file pollable.
-	return &Runner{w: w, done: os.NewFile(uintptr(p[0]), "ggmlthread"), wfd: p[1]}, nil
+	return &Runner{threads: threads, w: w, done: os.NewFile(uintptr(p[0]), "ggmlthread"), wfd: p[1]}, nil
 }
 
 // Close stops the thread; it waits for a pass in progress.
@@ -91,7 +132,8 @@ func (r *Runner) Close() error {
 type pass struct {
 	sched, graph unsafe.Pointer
 	batch        int
-	mu           *sync.Mutex // the backend's scheduler lock
+	mu           *sync.Mutex      // the backend's scheduler lock
+	backends     []unsafe.Pointer // the scheduler's ggml backends (ggml_backend_t)
 	out          unsafe.Pointer
 }
 
@@ -108,6 +150,52 @@ func handles(ctx ml.Context, out ml.Tensor) (pass, error) {
 	if !ok || !ok2 || c == nil || t == nil {
 		return pass{}, ErrUnsupported
 	}
+	p, err := contextHandles(c)
+	if err != nil {
+		return pass{}, err
+	}
+	tt, ok := field(reflect.ValueOf(t).Elem(), "t", reflect.Pointer)
+	if !ok || tt.IsNil() {
+		return pass{}, ErrUnsupported
+	}
+	p.out = tt.UnsafePointer()
+	return p, nil
+}
+
+// LockBackend takes the locks of the ggml backends b's scheduler computes
+// on, with the CPU backend set to the Runner's thread count, and returns
+// the unlock: for operations outside Compute that may compute a graph on
+// b (Ollama's caches do on truncation and copy-on-write). A backend of an
+// unknown layout takes no lock.
+func (r *Runner) LockBackend(b ml.Backend) (unlock func()) {
+	gb, ok := b.(*ggml.Backend)
+	if !ok || gb == nil {
+		return func() {}
+	}
+	bs, ok := backendList(reflect.ValueOf(gb).Elem())
+	if !ok {
+		return func() {}
+	}
+	unlock = lockBackends(bs)
+	r.setThreads(bs)
+	return unlock
+}
+
+// backendList reads a ggml Backend's schedBackends.
+func backendList(bv reflect.Value) ([]unsafe.Pointer, bool) {
+	bs, ok := field(bv, "schedBackends", reflect.Slice)
+	if !ok || bs.Type().Elem().Kind() != reflect.Pointer {
+		return nil, false
+	}
+	out := make([]unsafe.Pointer, bs.Len())
+	for i := range out {
+		out[i] = bs.Index(i).UnsafePointer()
+	}
+	return out, true
+}
+
+// contextHandles reads the scheduler, graph and backends of c.
+func contextHandles(c *ggml.Context) (pass, error) {
 	cv := reflect.ValueOf(c).Elem()
 	bp, ok1 := field(cv, "b", reflect.Pointer)
 	graph, ok2 := field(cv, "graph", reflect.Pointer)
@@ -121,17 +209,52 @@ func handles(ctx ml.Context, out ml.Tensor) (pass, error) {
 	}
 	sched, ok1 := field(bv, "sched", reflect.Pointer)
 	mu, ok2 := field(bv, "schedMu", reflect.Struct)
-	tt, ok3 := field(reflect.ValueOf(t).Elem(), "t", reflect.Pointer)
-	if !ok1 || !ok2 || !ok3 || sched.IsNil() || tt.IsNil() || mu.Type() != reflect.TypeFor[sync.Mutex]() {
+	bs, ok3 := backendList(bv)
+	if !ok1 || !ok2 || !ok3 || sched.IsNil() || mu.Type() != reflect.TypeFor[sync.Mutex]() {
 		return pass{}, ErrUnsupported
 	}
 	return pass{
-		sched: sched.UnsafePointer(),
-		graph: graph.UnsafePointer(),
-		batch: int(batch.Int()),
-		mu:    (*sync.Mutex)(mu.Addr().UnsafePointer()),
-		out:   tt.UnsafePointer(),
+		sched:    sched.UnsafePointer(),
+		graph:    graph.UnsafePointer(),
+		batch:    int(batch.Int()),
+		mu:       (*sync.Mutex)(mu.Addr().UnsafePointer()),
+		backends: bs,
 	}, nil
+}
+
+// Exclusive runs fn (which computes ctx's graph by Ollama's own
+// Context.Compute and reads its outputs) holding the locks of the ggml
+// backends ctx's scheduler computes on, with the CPU backend set to the
+// Runner's thread count: for passes Compute does not take, such as a
+// vision encoder's with several outputs. A context of an unknown layout
+// runs fn without the locks.
+func (r *Runner) Exclusive(ctx ml.Context, fn func()) {
+	c, ok := ctx.(*ggml.Context)
+	if !ok || c == nil {
+		fn()
+		return
+	}
+	p, err := contextHandles(c)
+	if err != nil {
+		fn()
+		return
+	}
+	defer lockBackends(p.backends)()
+	r.setThreads(p.backends)
+	fn()
+}
+
+// setThreads gives the CPU backends among bs the Runner's thread count
+// (the caller holds their locks).
+func (r *Runner) setThreads(bs []unsafe.Pointer) {
+	if r.threads <= 0 {
+		return
+	}
+	for _, b := range bs {
+		if cb := (*C.struct_ggml_backend)(b); C.ggml_backend_is_cpu(cb) {
+			C.ggml_backend_cpu_set_n_threads(cb, C.int(r.threads))
+		}
+	}
 }
 
 // Supported reports whether Compute runs ctx's graph on the Runner's
@@ -154,8 +277,12 @@ func (r *Runner) Compute(ctx ml.Context, out ml.Tensor) ([]float32, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
+	// The device locks first, then the model's scheduler lock: the order
+	// Exclusive's fn takes them in (Context.Compute locks the scheduler).
+	defer lockBackends(p.backends)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	r.setThreads(p.backends)
 	C.nesy_worker_submit(r.w, (*C.struct_ggml_backend_sched)(p.sched), (*C.struct_ggml_cgraph)(p.graph), C.int(p.batch))
 	var b [1]byte
 	for {

@@ -3,8 +3,10 @@ package ggmlthread_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/ollama/ollama/ml"
@@ -17,7 +19,7 @@ import (
 )
 
 // load generates a small model of arch and loads it into Ollama's engine
-// with a KV cache for six sequences.
+// with a KV cache for 128 sequences.
 func load(t *testing.T, arch string) model.Model {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), arch+".gguf")
@@ -32,7 +34,7 @@ func load(t *testing.T, arch string) model.Model {
 	if err := m.Backend().Load(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	m.Config().Cache.Init(m.Backend(), ml.DTypeF16, 6, 256, 64)
+	m.Config().Cache.Init(m.Backend(), ml.DTypeF16, 128, 2048, 64)
 	t.Cleanup(func() { m.Config().Cache.Close() })
 	return m
 }
@@ -41,6 +43,15 @@ func load(t *testing.T, arch string) model.Model {
 // every row as an output.
 func forward(t *testing.T, m model.Model, seq int, toks []int32) (ml.Context, ml.Tensor) {
 	t.Helper()
+	ctx, out := forwardErr(m, seq, toks)
+	if ctx == nil {
+		t.Fatal("building the pass failed")
+	}
+	return ctx, out
+}
+
+// forwardErr is forward for any goroutine: a nil context on failure.
+func forwardErr(m model.Model, seq int, toks []int32) (ml.Context, ml.Tensor) {
 	ctx := m.Backend().NewContext()
 	pos := make([]int32, len(toks))
 	seqs := make([]int, len(toks))
@@ -54,11 +65,13 @@ func forward(t *testing.T, m model.Model, seq int, toks []int32) (ml.Context, ml
 		Positions: pos, Sequences: seqs,
 	}
 	if err := m.Config().Cache.StartForward(ctx, b, false); err != nil {
-		t.Fatal(err)
+		ctx.Close()
+		return nil, nil
 	}
 	out, err := m.Forward(ctx, b)
 	if err != nil {
-		t.Fatal(err)
+		ctx.Close()
+		return nil, nil
 	}
 	ctx.SetBatchSize(len(toks))
 	ctx.Forward(out)
@@ -74,7 +87,7 @@ func TestSameLogits(t *testing.T) {
 	for _, arch := range []string{gguf.ArchQwen3, gguf.ArchLlama, gguf.ArchQwen35} {
 		t.Run(arch, func(t *testing.T) {
 			m := load(t, arch)
-			r, err := ggmlthread.New()
+			r, err := ggmlthread.New(2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +124,7 @@ func TestSameLogits(t *testing.T) {
 // TestClosed: Close is idempotent and a closed Runner refuses work.
 func TestClosed(t *testing.T) {
 	m := load(t, gguf.ArchQwen3)
-	r, err := ggmlthread.New()
+	r, err := ggmlthread.New(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,5 +138,78 @@ func TestClosed(t *testing.T) {
 	defer ctx.Close()
 	if _, err := r.Compute(ctx, out); !errors.Is(err, ggmlthread.ErrClosed) {
 		t.Fatalf("Compute after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestConcurrentModels: two models in one process share Ollama's ggml
+// CPU backend; passes of both computed at once (each model on its own
+// Runner, as two engines) must give every logit they give alone. Without
+// the device locks the two passes share the backend's work buffer and
+// this fails within a few rounds.
+func TestConcurrentModels(t *testing.T) {
+	const rounds = 60
+	ms := []model.Model{load(t, gguf.ArchQwen3), load(t, gguf.ArchLlama)}
+	toks := func(m, r int) []int32 {
+		ts := []int32{1, 7, 42, 3, 99, 5, 11, 64, 8, 13, 21, 34}
+		for i := range ts {
+			ts[i] += int32(3*r + m)
+		}
+		return ts
+	}
+	// Alone: the first half of the sequences.
+	want := make([][][]float32, len(ms))
+	for i, m := range ms {
+		r, err := ggmlthread.New(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range rounds {
+			ctx, out := forward(t, m, k, toks(i, k))
+			got, err := r.Compute(ctx, out)
+			ctx.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i] = append(want[i], got)
+		}
+		r.Close()
+	}
+	// At once: the second half, both models' passes interleaved.
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := ggmlthread.New(1 + i)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer r.Close()
+			for k := range rounds {
+				ctx, out := forwardErr(m, rounds+k, toks(i, k))
+				if ctx == nil {
+					errs[i] = fmt.Errorf("building pass %d failed", k)
+					return
+				}
+				got, err := r.Compute(ctx, out)
+				ctx.Close()
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if !slices.Equal(got, want[i][k]) {
+					errs[i] = fmt.Errorf("model %d, pass %d: logits computed beside the other model differ from those computed alone", i, k)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

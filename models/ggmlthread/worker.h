@@ -10,12 +10,15 @@
 struct ggml_backend_sched;
 struct ggml_cgraph;
 struct ggml_tensor;
+struct ggml_backend;
 int ggml_backend_sched_graph_compute_async(struct ggml_backend_sched *sched, struct ggml_cgraph *graph);
 void ggml_backend_sched_reset(struct ggml_backend_sched *sched);
 void ggml_backend_sched_synchronize(struct ggml_backend_sched *sched);
 void ggml_backend_sched_set_batch_size(struct ggml_backend_sched *sched, int batch_size);
 void ggml_backend_tensor_get(const struct ggml_tensor *tensor, void *data, size_t offset, size_t size);
 int64_t ggml_nelements(const struct ggml_tensor *tensor);
+_Bool ggml_backend_is_cpu(struct ggml_backend *backend);
+void ggml_backend_cpu_set_n_threads(struct ggml_backend *backend_cpu, int n_threads);
 
 typedef struct nesy_worker {
 	pthread_t thread;
