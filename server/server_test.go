@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -615,5 +617,59 @@ func TestDefaultModelName(t *testing.T) {
 	}
 	if !slices.Contains(names, "prior") {
 		t.Errorf("models listed: %v, want prior among them", names)
+	}
+}
+
+// TestTwoModelsAtOnce: two loaded models share Ollama's ggml CPU backend
+// (one per device per process); plan requests on both at once must get
+// the plans each model gives alone. Before the engines took turns per
+// device (models/ggmlthread), concurrent passes read each other's
+// intermediate values and decoded different tokens.
+func TestTwoModelsAtOnce(t *testing.T) {
+	ts := startServer(t, Options{})
+	names := []string{ts.model, "tiny-llama"}
+	plan := func(model string) (string, error) {
+		req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCGreedy, "max_actions": 12, "model": model}
+		status, _, body := ts.do("POST", "/v1/plan", req)
+		if status != http.StatusOK {
+			return "", fmt.Errorf("%s: status %d: %s", model, status, body)
+		}
+		var r PlanResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			return "", err
+		}
+		return strings.Join(r.Plan, ";") + fmt.Sprintf(" (%d tokens) %s", r.GeneratedTokens, r.Text), nil
+	}
+	alone := map[string]string{}
+	for _, m := range names {
+		p, err := plan(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[m] = p
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 4 {
+		m := names[g%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				p, err := plan(m)
+				if err == nil && p != alone[m] {
+					err = fmt.Errorf("%s at once with the other model: %q, alone: %q", m, p, alone[m])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
