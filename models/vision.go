@@ -63,12 +63,12 @@ func (s *mmStore) encode(p model.MultimodalProcessor, img []byte) (mm []input.Mu
 	}
 	ctx.Forward(ts...)
 	ctx.SetBatchSize(512) // an encoder pass is as heavy as a large batch
-	s.run.Exclusive(ctx, func() {
-		ctx.Compute(ts...)
-		for _, t := range ts {
-			s.entries[t] = &mmEntry{shape: t.Shape(), dtype: t.DType(), data: t.Floats()}
-		}
-	})
+	unlock := s.run.LockBackend(s.b)
+	defer unlock()
+	ctx.Compute(ts...)
+	for _, t := range ts {
+		s.entries[t] = &mmEntry{shape: t.Shape(), dtype: t.DType(), data: t.Floats()}
+	}
 	return mm, nil
 }
 

@@ -36,6 +36,7 @@ package ggmlthread
 import "C"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -49,39 +50,61 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrUnsupported is returned by Handles when a context is not Ollama's
-// ggml context of the layout this package knows.
+// ErrUnsupported is what the Runner meets in a context or backend that is
+// not Ollama's ggml one of the layout this package knows (Compute then
+// falls back to Context.Compute).
 var ErrUnsupported = errors.New("ggmlthread: not an Ollama ggml context of the known layout")
 
 // ErrClosed is returned by Compute after Close.
 var ErrClosed = errors.New("ggmlthread: runner closed")
 
-// devices holds one lock per ggml backend (device) of Ollama's
-// process-wide set (see the package comment); a pass holds the locks of
-// every backend its scheduler computes on. It is package-level because
-// the backends it guards are.
-var devices sync.Map // uintptr (ggml_backend_t) -> *sync.Mutex
+// device is one ggml backend of Ollama's process-wide set, with the lock a
+// pass holds while it computes on it.
+type device struct {
+	mu  sync.Mutex
+	ptr *C.struct_ggml_backend
+	cpu bool
+}
 
-// lockBackends locks the backends' locks in address order (so that two
-// passes over overlapping sets cannot deadlock) and returns the unlock.
-func lockBackends(bs []unsafe.Pointer) func() {
-	keys := make([]uintptr, len(bs))
-	for i, b := range bs {
-		keys[i] = uintptr(b)
+// devices maps each ggml backend (ggml_backend_t) to its device. It is
+// package-level because the backends it guards are (see the package
+// comment).
+var devices sync.Map // uintptr -> *device
+
+// backendInfo is what a pass needs from an Ollama ggml Backend; it does not
+// change for the Backend's life, so a Runner resolves it once.
+type backendInfo struct {
+	sched   unsafe.Pointer
+	schedMu *sync.Mutex // the Backend's scheduler lock
+	devs    []*device   // in address order, so that passes over overlapping sets cannot deadlock
+}
+
+// resolveBackend reads b's scheduler and its lock and finds the devices of
+// the backends it computes on.
+func resolveBackend(b *ggml.Backend) (backendInfo, error) {
+	bv := reflect.ValueOf(b).Elem()
+	sched, ok1 := field(bv, "sched", reflect.Pointer)
+	mu, ok2 := field(bv, "schedMu", reflect.Struct)
+	bs, ok3 := field(bv, "schedBackends", reflect.Slice)
+	if !ok1 || !ok2 || !ok3 || sched.IsNil() || mu.Type() != reflect.TypeFor[sync.Mutex]() || bs.Type().Elem().Kind() != reflect.Pointer {
+		return backendInfo{}, ErrUnsupported
 	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	locks := make([]*sync.Mutex, len(keys))
-	for i, k := range keys {
-		m, _ := devices.LoadOrStore(k, new(sync.Mutex))
-		locks[i] = m.(*sync.Mutex)
-		locks[i].Lock()
-	}
-	return func() {
-		for i := len(locks) - 1; i >= 0; i-- {
-			locks[i].Unlock()
+	info := backendInfo{sched: sched.UnsafePointer(), schedMu: (*sync.Mutex)(mu.Addr().UnsafePointer())}
+	for i := range bs.Len() {
+		ptr := bs.Index(i).UnsafePointer()
+		d, ok := devices.Load(uintptr(ptr))
+		if !ok {
+			cb := (*C.struct_ggml_backend)(ptr)
+			d, _ = devices.LoadOrStore(uintptr(ptr), &device{ptr: cb, cpu: bool(C.ggml_backend_is_cpu(cb))})
+		}
+		if !slices.Contains(info.devs, d.(*device)) {
+			info.devs = append(info.devs, d.(*device))
 		}
 	}
+	slices.SortFunc(info.devs, func(x, y *device) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(x.ptr)), uintptr(unsafe.Pointer(y.ptr)))
+	})
+	return info, nil
 }
 
 // Runner computes graphs on its own C thread, one at a time.
@@ -92,6 +115,11 @@ type Runner struct {
 	done    *os.File // the pipe's read end, watched by Go's poller
 	wfd     int      // the pipe's write end, written by the C thread
 	closed  bool
+
+	// The Backend last resolved (an engine has one), guarded by infoMu.
+	infoMu  sync.Mutex
+	backend *ggml.Backend
+	info    backendInfo
 }
 
 // New starts a Runner's thread; its passes run the CPU backend with
@@ -128,13 +156,60 @@ func (r *Runner) Close() error {
 	return err
 }
 
+// backendInfo returns b's info, resolving it on first sight.
+func (r *Runner) backendInfo(b *ggml.Backend) (backendInfo, error) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
+	if b != r.backend {
+		info, err := resolveBackend(b)
+		if err != nil {
+			return backendInfo{}, err
+		}
+		r.backend, r.info = b, info
+	}
+	return r.info, nil
+}
+
+// lock takes the devices' locks and gives the CPU ones the Runner's thread
+// count (each model load sets it for the whole process); it returns the
+// unlock.
+func (r *Runner) lock(devs []*device) func() {
+	for _, d := range devs {
+		d.mu.Lock()
+		if d.cpu && r.threads > 0 {
+			C.ggml_backend_cpu_set_n_threads(d.ptr, C.int(r.threads))
+		}
+	}
+	return func() {
+		for i := len(devs) - 1; i >= 0; i-- {
+			devs[i].mu.Unlock()
+		}
+	}
+}
+
+// LockBackend takes the locks of the devices b's scheduler computes on,
+// with the CPU backend set to the Runner's thread count, and returns the
+// unlock: for work outside Compute that may compute a graph on b (Ollama's
+// caches do on truncation and copy-on-write; a vision encoder's pass). A
+// backend of an unknown layout takes no lock.
+func (r *Runner) LockBackend(b ml.Backend) (unlock func()) {
+	gb, ok := b.(*ggml.Backend)
+	if !ok || gb == nil {
+		return func() {}
+	}
+	info, err := r.backendInfo(gb)
+	if err != nil {
+		return func() {}
+	}
+	return r.lock(info.devs)
+}
+
 // pass is what the C thread needs from one Ollama context.
 type pass struct {
-	sched, graph unsafe.Pointer
-	batch        int
-	mu           *sync.Mutex      // the backend's scheduler lock
-	backends     []unsafe.Pointer // the scheduler's ggml backends (ggml_backend_t)
-	out          unsafe.Pointer
+	backendInfo
+	graph unsafe.Pointer
+	batch int
+	out   unsafe.Pointer
 }
 
 // field returns v's field name, checking its kind.
@@ -143,132 +218,43 @@ func field(v reflect.Value, name string, kind reflect.Kind) (reflect.Value, bool
 	return f, f.IsValid() && f.Kind() == kind
 }
 
-// handles reads the scheduler, graph and output tensor of ctx and out.
-func handles(ctx ml.Context, out ml.Tensor) (pass, error) {
+// handles reads the backend, graph and output tensor of ctx and out.
+func (r *Runner) handles(ctx ml.Context, out ml.Tensor) (pass, error) {
 	c, ok := ctx.(*ggml.Context)
 	t, ok2 := out.(*ggml.Tensor)
 	if !ok || !ok2 || c == nil || t == nil {
 		return pass{}, ErrUnsupported
 	}
-	p, err := contextHandles(c)
-	if err != nil {
-		return pass{}, err
-	}
-	tt, ok := field(reflect.ValueOf(t).Elem(), "t", reflect.Pointer)
-	if !ok || tt.IsNil() {
-		return pass{}, ErrUnsupported
-	}
-	p.out = tt.UnsafePointer()
-	return p, nil
-}
-
-// LockBackend takes the locks of the ggml backends b's scheduler computes
-// on, with the CPU backend set to the Runner's thread count, and returns
-// the unlock: for operations outside Compute that may compute a graph on
-// b (Ollama's caches do on truncation and copy-on-write). A backend of an
-// unknown layout takes no lock.
-func (r *Runner) LockBackend(b ml.Backend) (unlock func()) {
-	gb, ok := b.(*ggml.Backend)
-	if !ok || gb == nil {
-		return func() {}
-	}
-	bs, ok := backendList(reflect.ValueOf(gb).Elem())
-	if !ok {
-		return func() {}
-	}
-	unlock = lockBackends(bs)
-	r.setThreads(bs)
-	return unlock
-}
-
-// backendList reads a ggml Backend's schedBackends.
-func backendList(bv reflect.Value) ([]unsafe.Pointer, bool) {
-	bs, ok := field(bv, "schedBackends", reflect.Slice)
-	if !ok || bs.Type().Elem().Kind() != reflect.Pointer {
-		return nil, false
-	}
-	out := make([]unsafe.Pointer, bs.Len())
-	for i := range out {
-		out[i] = bs.Index(i).UnsafePointer()
-	}
-	return out, true
-}
-
-// contextHandles reads the scheduler, graph and backends of c.
-func contextHandles(c *ggml.Context) (pass, error) {
 	cv := reflect.ValueOf(c).Elem()
 	bp, ok1 := field(cv, "b", reflect.Pointer)
 	graph, ok2 := field(cv, "graph", reflect.Pointer)
 	batch, ok3 := field(cv, "batchSize", reflect.Int)
-	if !ok1 || !ok2 || !ok3 || bp.IsNil() || graph.IsNil() {
+	tt, ok4 := field(reflect.ValueOf(t).Elem(), "t", reflect.Pointer)
+	if !ok1 || !ok2 || !ok3 || !ok4 || bp.IsNil() || graph.IsNil() || tt.IsNil() {
 		return pass{}, ErrUnsupported
 	}
-	bv := bp.Elem()
-	if bv.Kind() != reflect.Struct {
+	if bp.Type() != reflect.TypeFor[*ggml.Backend]() {
 		return pass{}, ErrUnsupported
 	}
-	sched, ok1 := field(bv, "sched", reflect.Pointer)
-	mu, ok2 := field(bv, "schedMu", reflect.Struct)
-	bs, ok3 := backendList(bv)
-	if !ok1 || !ok2 || !ok3 || sched.IsNil() || mu.Type() != reflect.TypeFor[sync.Mutex]() {
-		return pass{}, ErrUnsupported
-	}
-	return pass{
-		sched:    sched.UnsafePointer(),
-		graph:    graph.UnsafePointer(),
-		batch:    int(batch.Int()),
-		mu:       (*sync.Mutex)(mu.Addr().UnsafePointer()),
-		backends: bs,
-	}, nil
-}
-
-// Exclusive runs fn (which computes ctx's graph by Ollama's own
-// Context.Compute and reads its outputs) holding the locks of the ggml
-// backends ctx's scheduler computes on, with the CPU backend set to the
-// Runner's thread count: for passes Compute does not take, such as a
-// vision encoder's with several outputs. A context of an unknown layout
-// runs fn without the locks.
-func (r *Runner) Exclusive(ctx ml.Context, fn func()) {
-	c, ok := ctx.(*ggml.Context)
-	if !ok || c == nil {
-		fn()
-		return
-	}
-	p, err := contextHandles(c)
+	info, err := r.backendInfo((*ggml.Backend)(bp.UnsafePointer()))
 	if err != nil {
-		fn()
-		return
+		return pass{}, err
 	}
-	defer lockBackends(p.backends)()
-	r.setThreads(p.backends)
-	fn()
-}
-
-// setThreads gives the CPU backends among bs the Runner's thread count
-// (the caller holds their locks).
-func (r *Runner) setThreads(bs []unsafe.Pointer) {
-	if r.threads <= 0 {
-		return
-	}
-	for _, b := range bs {
-		if cb := (*C.struct_ggml_backend)(b); C.ggml_backend_is_cpu(cb) {
-			C.ggml_backend_cpu_set_n_threads(cb, C.int(r.threads))
-		}
-	}
+	return pass{backendInfo: info, graph: graph.UnsafePointer(), batch: int(batch.Int()), out: tt.UnsafePointer()}, nil
 }
 
 // Supported reports whether Compute runs ctx's graph on the Runner's
 // thread (true) or falls back to ctx.Compute.
-func Supported(ctx ml.Context, out ml.Tensor) bool {
-	_, err := handles(ctx, out)
+func (r *Runner) Supported(ctx ml.Context, out ml.Tensor) bool {
+	_, err := r.handles(ctx, out)
 	return err == nil
 }
 
 // Compute runs ctx's graph (built with ctx.Forward(out)) and returns out's
 // values, as ctx.Compute(out) followed by out.Floats() would.
 func (r *Runner) Compute(ctx ml.Context, out ml.Tensor) ([]float32, error) {
-	p, err := handles(ctx, out)
-	if errors.Is(err, ErrUnsupported) {
+	p, err := r.handles(ctx, out)
+	if err != nil {
 		ctx.Compute(out)
 		return out.Floats(), nil
 	}
@@ -278,11 +264,11 @@ func (r *Runner) Compute(ctx ml.Context, out ml.Tensor) ([]float32, error) {
 		return nil, ErrClosed
 	}
 	// The device locks first, then the model's scheduler lock: the order
-	// Exclusive's fn takes them in (Context.Compute locks the scheduler).
-	defer lockBackends(p.backends)()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r.setThreads(p.backends)
+	// of a LockBackend holder that calls Context.Compute (which locks the
+	// scheduler).
+	defer r.lock(p.devs)()
+	p.schedMu.Lock()
+	defer p.schedMu.Unlock()
 	C.nesy_worker_submit(r.w, (*C.struct_ggml_backend_sched)(p.sched), (*C.struct_ggml_cgraph)(p.graph), C.int(p.batch))
 	var b [1]byte
 	for {

@@ -101,7 +101,7 @@ func TestSameLogits(t *testing.T) {
 					toks[i] += int32(round)
 				}
 				ctx, out := forward(t, m, 2*round, toks)
-				if !ggmlthread.Supported(ctx, out) {
+				if !r.Supported(ctx, out) {
 					t.Fatal("Ollama's ggml context no longer has the fields the Runner reads (b, graph, batchSize; sched, schedMu; t)")
 				}
 				got, err := r.Compute(ctx, out)
