@@ -88,6 +88,11 @@ type Config struct {
 	// search's leaf heuristic ("" means mcts's default, h_FF).
 	Simulations int
 	Heuristic   string
+	// Batch is the leaves a search evaluates per model call (0: the
+	// planner's default, 16). At batch b a search needs about b
+	// simulations per branching level of its plan, so simulation counts
+	// compare priors best at batch 1.
+	Batch int
 	// Seed seeds sampling and the search's tie-breaking.
 	Seed uint64
 	// MaxActions bounds a plan's length; 0 means DefaultMaxActions.
@@ -130,6 +135,7 @@ type RunInfo struct {
 	Seconds     float64 `json:"seconds"`
 	Simulations int     `json:"simulations,omitempty"`
 	Heuristic   string  `json:"heuristic,omitempty"`
+	Batch       int     `json:"batch,omitempty"`
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
@@ -166,7 +172,7 @@ func (c *Config) normalize() error {
 	if !slices.Contains(Modes, c.Mode) {
 		return fmt.Errorf("bench: unknown mode %q (known: %s)", c.Mode, strings.Join(Modes, ", "))
 	}
-	if c.Seconds < 0 || c.Simulations < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
+	if c.Seconds < 0 || c.Simulations < 0 || c.Batch < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
 		return errors.New("bench: negative budget")
 	}
 	if c.Seconds == 0 {
@@ -192,7 +198,7 @@ func (c *Config) normalize() error {
 
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
-		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Seed: c.Seed,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, Seed: c.Seed,
 		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
 	"github.com/nesy-dev/nesy/lexicon"
+	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
@@ -192,7 +193,8 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 	res, err := planner.Run(ctx, cfg.Model, planner.Task{Lexicon: lex, Goal: goal}, planner.Method(cfg.Method), planner.Options{
 		Budgets: planner.Budgets{Time: time.Duration(cfg.Seconds * float64(time.Second)), Simulations: cfg.Simulations,
 			GeneratedTokens: cfg.MaxTokens, MaxActions: cfg.MaxActions},
-		Seed: cfg.Seed, Heuristic: cfg.Heuristic, OmitStatic: cfg.OmitStatic, NoRevisit: cfg.NoRevisit, Index: r.dec.Index(),
+		Search: mcts.Options{Batch: cfg.Batch},
+		Seed:   cfg.Seed, Heuristic: cfg.Heuristic, OmitStatic: cfg.OmitStatic, NoRevisit: cfg.NoRevisit, Index: r.dec.Index(),
 	})
 	if res == nil {
 		return out, err

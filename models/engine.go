@@ -75,9 +75,8 @@ type Engine struct {
 	free  []int       // scratch: the free cells the next pass would take
 	own   []*reqState // scratch: a job's requests being priced
 	costs *costFit    // pass cost model (nil for recurrent caches)
-	// hybrid runs the passes over several sequences, and the one-position
-	// passes, of a recurrent Qwen3.5 text model (nil otherwise; see
-	// hybridForward).
+	// hybrid runs every pass of a recurrent Qwen3.5 text model (nil
+	// otherwise; see hybridForward and buildForward).
 	hybrid *hybridForward
 	// runner computes the passes on a C thread of its own (see package
 	// ggmlthread).

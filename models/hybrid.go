@@ -33,6 +33,14 @@ import (
 // chunked form (see there for why). Everything else (layers, norms, MLPs,
 // projections, attention, the chunked delta-net of longer passes) is the
 // model's own.
+//
+// The cache holds the state of each delta-net layer deltaStep can run
+// key-major: the transpose of the model's own layout, so that deltaStep's products read it as it lies
+// (the model's layout cost deltaStep a transposed copy of every state at
+// every position: about 10% of a 16-sequence step). A layer the model
+// runs itself (a long pass) gets its states transposed to its layout
+// before and back after; so every text pass of an engine with a
+// hybridForward must go through forward, which the engine ensures.
 type hybridForward struct {
 	m *qwen3next.Model
 	// opts is the model's options as loaded: each pass starts from them,
@@ -157,20 +165,32 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 			outputs = b.Outputs
 		}
 		var op func(y ml.Tensor) (ml.Tensor, error)
+		modelDelta := false // the model runs this delta-net layer itself
 		switch o := l.Operator.(type) {
 		case *qwen3next.FullAttention:
 			op = func(y ml.Tensor) (ml.Tensor, error) {
 				return o.Forward(ctx, y.Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
 			}
 		case *qwen3next.GatedDeltaNet:
-			if k <= max(1, maxStep) && h.stepSupported(o) {
+			switch {
+			case !h.stepSupported(o): // the model's layout, always the model's code
+			case k <= max(1, maxStep):
 				op = func(y ml.Tensor) (ml.Tensor, error) { return h.deltaStep(ctx, o, y, cache, i, k, n) }
+			default:
+				modelDelta = true
 			}
 		}
 		var err error
-		if op == nil {
+		switch {
+		case modelDelta:
+			if err = h.transposeState(ctx, cache, i); err == nil {
+				if x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options); err == nil {
+					err = h.transposeState(ctx, cache, i)
+				}
+			}
+		case op == nil:
 			x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options)
-		} else {
+		default:
 			x, err = h.layer(ctx, l, x, outputs, op)
 		}
 		if err != nil {
@@ -200,6 +220,24 @@ func (h *hybridForward) layer(ctx ml.Context, l *qwen3next.Layer, x, outputs ml.
 	return y.Add(ctx, ffnResidual), nil
 }
 
+// transposeState transposes the delta-net states of the pass's sequences
+// in the cache's layer (each head's d x d matrix), between deltaStep's
+// key-major layout and the model's own. The states are read, transposed
+// into a new tensor and written back by nodes added to the graph in that
+// order, before the nodes of whatever is built next: ggml runs a graph's
+// nodes in the order they were added.
+func (h *hybridForward) transposeState(ctx ml.Context, cache *qwen3next.HybridCache, layer int) error {
+	d, hV := h.delta.dV, h.delta.hV
+	state, err := cache.DeltaState(ctx, layer, d, hV)
+	if err != nil {
+		return fmt.Errorf("recurrent state: %w", err)
+	}
+	n := state.Dim(2) // [d, d*hV, n]
+	t := state.Reshape(ctx, d, d, hV, n).Permute(ctx, 1, 0, 2, 3).Contiguous(ctx, d, d*hV, n)
+	cache.UpdateDeltaState(ctx, layer, t)
+	return nil
+}
+
 // stepSupported says whether deltaStep can run the layer: Qwen3.5's
 // separate beta and alpha projections and equal key and value head sizes.
 func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
@@ -215,7 +253,7 @@ func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
 // recurrent states in the cache.
 //
 // The recurrence per value head and position, with state M (d x d, stored
-// with the value index first), decay g, step size beta, normalised key k,
+// key-major: the key index first, see hybridForward), decay g, step size beta, normalised key k,
 // scaled query q and value v:
 //
 //	delta = beta (v - g M k)
@@ -229,7 +267,7 @@ func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
 // pass; and its chunked form for longer passes pads every sequence to 64
 // positions, which short multi-position passes (a fork recomputing a few
 // positions) pay in full. Here M k and M q are one matrix product per head
-// and sequence (with the state transposed once per position), the decay
+// and sequence, read from the key-major state as it lies, the decay
 // broadcasts along whole rows, the outer product is a matrix product (its
 // inner size padded to 16 so ggml's blocked kernels take it) and the
 // output needs no second pass over M'. The results agree with the model's
@@ -276,7 +314,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	if err != nil {
 		return nil, fmt.Errorf("recurrent state: %w", err)
 	}
-	m := state.Reshape(ctx, d, d, hV, n) // m[i, j]: value index i, key index j
+	m := state.Reshape(ctx, d, d, hV, n) // m[j, i]: key index j (contiguous), value index i
 	const pad = 15                       // outer products with inner size 16: one register of floats
 	var out ml.Tensor                    // [d, hV, t, n] after t positions
 	for t := range k {
@@ -290,8 +328,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 		gt := decay.Slice(ctx, 1, t, t+1, 1).Contiguous(ctx, 1, 1, hV, n)
 		bt := beta.Slice(ctx, 1, t, t+1, 1).Contiguous(ctx, 1, 1, hV, n)
 
-		mt := m.Permute(ctx, 1, 0, 2, 3).Contiguous(ctx)
-		mkq := mt.Mulmat(ctx, kt.Concat(ctx, qt, 1)) // [d, 2, hV, n]: M k and M q
+		mkq := m.Mulmat(ctx, kt.Concat(ctx, qt, 1)) // [d, 2, hV, n]: M k and M q
 		delta := vt.Sub(ctx, mkq.Slice(ctx, 1, 0, 1, 1).Mul(ctx, gt)).Mul(ctx, bt)
 		kq := kt.Mul(ctx, qt).SumRows(ctx) // [1, 1, hV, n]
 		o := mkq.Slice(ctx, 1, 1, 2, 1).Mul(ctx, gt).Add(ctx, delta.Mul(ctx, kq)).Reshape(ctx, d, hV, 1, n)
@@ -300,8 +337,8 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 		} else {
 			out = out.Concat(ctx, o, 2)
 		}
-		outer := delta.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0).
-			Mulmat(ctx, kt.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0)) // [d, d, hV, n]: delta[i] k[j]
+		outer := kt.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0).
+			Mulmat(ctx, delta.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0)) // [d, d, hV, n]: k[j] delta[i]
 		m = m.Mul(ctx, gt.Repeat4D(ctx, d, 1, hV, n)).Add(ctx, outer)
 	}
 	cache.UpdateDeltaState(ctx, layer, m.Reshape(ctx, d, d*hV, n))

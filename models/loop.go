@@ -354,13 +354,7 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 		return err
 	}
 	e.cells.place(ib.Sequences, ib.Positions)
-	var t ml.Tensor
-	k, n, lerr := layout(ib.Sequences)
-	if step := max(1, e.graph.step(e.maxLen)); e.hybrid != nil && len(ib.Multimodal) == 0 && lerr == nil && (n > 1 || k <= step) {
-		t, err = e.hybrid.forward(ctx, ib, k, n, step)
-	} else {
-		t, err = e.model.Forward(ctx, ib)
-	}
+	t, err := e.buildForward(ctx, ib)
 	if err != nil {
 		return err
 	}
@@ -368,6 +362,21 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 	ctx.Forward(t)
 	b.out = t
 	return nil
+}
+
+// buildForward builds the graph of a pass placed in the cache: through
+// hybridForward for every text pass of a model that has one (it keeps the
+// delta-net states in its own layout, so no text pass may bypass it), else
+// the model's Forward.
+func (e *Engine) buildForward(ctx ml.Context, ib input.Batch) (ml.Tensor, error) {
+	if e.hybrid == nil || len(ib.Multimodal) > 0 {
+		return e.model.Forward(ctx, ib)
+	}
+	k, n, err := layout(ib.Sequences)
+	if err != nil {
+		return nil, err
+	}
+	return e.hybrid.forward(ctx, ib, k, n, max(1, e.graph.step(e.maxLen)))
 }
 
 // compute runs the pass and returns its logit rows (without the engine
@@ -492,7 +501,7 @@ func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	if err := e.cache.StartForward(ctx, ib, scratch < 0); err != nil {
 		return err
 	}
-	t, err := e.model.Forward(ctx, ib)
+	t, err := e.buildForward(ctx, ib)
 	if err != nil {
 		return err
 	}

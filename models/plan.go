@@ -464,8 +464,9 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 // max(70% of the limit, 250 per layer) objects for a pass of one position
 // per sequence; longer passes add stepNodes per position and recurrent
 // layer up to step positions (hybridForward's deltaStep), beyond that the
-// model's chunked delta-net 60 per recurrent layer and 24 per 64-position
-// chunk and recurrent layer; each sequence adds its copy-on-write state
+// model's chunked delta-net and the transposes around it 80 per recurrent
+// layer and 24 per 64-position chunk and recurrent layer (and 4 more per
+// sequence and recurrent layer for the transposes' checkpoint captures); each sequence adds its copy-on-write state
 // copy (2 + 2 per recurrent layer), its checkpoint captures (4 per
 // recurrent layer) and the copies of the checkpoints its source's slot
 // holds (2 per recurrent layer and checkpoint). Measured on generated
@@ -535,8 +536,8 @@ func (g passGraph) base(k, step int) int {
 	case k <= 1:
 	case k <= step:
 		b += g.recurrent * stepNodes * k
-	default:
-		b += g.recurrent * (60 + 24*((k+63)/64))
+	default: // the model's chunked delta-net, between two transposes of the states
+		b += g.recurrent * (80 + 24*((k+63)/64))
 	}
 	return b
 }
@@ -550,5 +551,10 @@ func (g passGraph) perSeq(checkpoints int) int {
 // seqs is the most sequences a pass of k positions each may hold when no
 // sequence has held more than maxLen positions.
 func (g passGraph) seqs(k, maxLen int) int {
-	return max(1, (g.maxNodes-g.base(k, g.step(maxLen)))/g.perSeq(checkpoints(maxLen)))
+	step := g.step(maxLen)
+	per := g.perSeq(checkpoints(maxLen))
+	if k > max(1, step) {
+		per += 4 * g.recurrent // the transposes' writes capture checkpoints too
+	}
+	return max(1, (g.maxNodes-g.base(k, step))/per)
 }

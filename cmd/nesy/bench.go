@@ -31,7 +31,7 @@ func newBenchCmd() *cobra.Command {
 		envName, suite, method, mode, model, out, shard  string
 		datasets, heuristic, tokenizer                   string
 		seconds                                          float64
-		limit, simulations, threads, maxActions          int
+		limit, simulations, threads, maxActions, batch   int
 		exploreSteps, maxSteps                           int
 		seed                                             uint64
 		allSkills, omitStatic, quiet, partial, noRevisit bool
@@ -99,7 +99,7 @@ with no forward pass, which says how much a model's prior adds.`,
 			}
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
-				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations,
+				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, Batch: batch,
 				Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
 				OmitStatic: omitStatic, NoRevisit: noRevisit,
 				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
@@ -133,6 +133,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Float64Var(&seconds, "seconds", bench.DefaultSeconds, "planning budget per task in seconds")
 	f.IntVar(&limit, "limit", 0, "run only the first N tasks of the suite (before sharding)")
 	f.IntVar(&simulations, "simulations", 0, "bound each search to N simulations (0: time only)")
+	f.IntVar(&batch, "batch", 0, "leaves a search evaluates per model call (0: 16); simulation counts compare priors best at 1")
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
 	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	f.IntVar(&maxActions, "max-actions", bench.DefaultMaxActions, "longest plan")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nesy-dev/nesy/constraint"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/lexicon"
@@ -62,7 +62,7 @@ type maskJSON struct {
 type planFlags struct {
 	domain, problem, model, method, lexicon string
 	seconds                                 float64
-	simulations                             int
+	simulations, batch                      int
 	seed                                    uint64
 	asJSON, trace, think, verbose           bool
 	temperature, topP                       float64
@@ -127,6 +127,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.StringVar(&f.lexicon, "lexicon", "", "lexicon JSON file (action and object text)")
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
 	fl.IntVar(&f.simulations, "simulations", 0, "simulation budget of mcts/cmcts (0: none)")
+	fl.IntVar(&f.batch, "batch", 0, "leaves mcts/cmcts evaluate per model call (0: 16)")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling and search seed")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	fl.BoolVar(&f.trace, "trace", false, "with --json, include the facts of every state the plan visits")
@@ -210,6 +211,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
 			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
 		Seed:      f.seed,
+		Search:    mcts.Options{Batch: f.batch},
 		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
 		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, NoRevisit: f.noRevisit, Think: f.think,
 	}
@@ -279,8 +281,8 @@ func (f *planFlags) check() error {
 	switch {
 	case f.problem == "":
 		return errors.New("--problem is required")
-	case f.seconds < 0 || f.simulations < 0 || f.maxActions < 0 || f.maxTokens < 0:
-		return errors.New("--seconds, --simulations, --max-actions and --max-tokens must not be negative")
+	case f.seconds < 0 || f.simulations < 0 || f.batch < 0 || f.maxActions < 0 || f.maxTokens < 0:
+		return errors.New("--seconds, --simulations, --batch, --max-actions and --max-tokens must not be negative")
 	case strings.Contains(f.endMarker, "\n"):
 		return errors.New("--end-marker must be one line")
 	}
