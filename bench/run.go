@@ -93,6 +93,9 @@ type Config struct {
 	// simulations per branching level of its plan, so simulation counts
 	// compare priors best at batch 1.
 	Batch int
+	// NoCollapse gives every token of a search its own node
+	// (mcts.Options.NoCollapse).
+	NoCollapse bool
 	// Seed seeds sampling and the search's tie-breaking.
 	Seed uint64
 	// MaxActions bounds a plan's length; 0 means DefaultMaxActions.
@@ -136,6 +139,7 @@ type RunInfo struct {
 	Simulations int     `json:"simulations,omitempty"`
 	Heuristic   string  `json:"heuristic,omitempty"`
 	Batch       int     `json:"batch,omitempty"`
+	NoCollapse  bool    `json:"no_collapse,omitempty"`
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
@@ -198,7 +202,7 @@ func (c *Config) normalize() error {
 
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
-		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, Seed: c.Seed,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Seed: c.Seed,
 		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
@@ -335,6 +339,10 @@ func checkRunInfo(dir string, info RunInfo) error {
 		}
 		if old.NoRevisit != info.NoRevisit {
 			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
+		}
+		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse {
+			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v; use another --out for batch %d, no_collapse %v",
+				dir, old.Batch, old.NoCollapse, info.Batch, info.NoCollapse)
 		}
 		return nil
 	}

@@ -65,6 +65,7 @@ type planFlags struct {
 	simulations, batch                      int
 	seed                                    uint64
 	asJSON, trace, think, verbose           bool
+	noCollapse                              bool
 	temperature, topP                       float64
 	topK, maxActions, maxTokens             int
 	end, endMarker, heuristic, flash        string
@@ -128,6 +129,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
 	fl.IntVar(&f.simulations, "simulations", 0, "simulation budget of mcts/cmcts (0: none)")
 	fl.IntVar(&f.batch, "batch", 0, "leaves mcts/cmcts evaluate per model call (0: 16)")
+	fl.BoolVar(&f.noCollapse, "no-collapse", false, "mcts/cmcts: every token its own node, also where the constraint allows only one")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling and search seed")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	fl.BoolVar(&f.trace, "trace", false, "with --json, include the facts of every state the plan visits")
@@ -211,7 +213,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
 			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
 		Seed:      f.seed,
-		Search:    mcts.Options{Batch: f.batch},
+		Search:    mcts.Options{Batch: f.batch, NoCollapse: f.noCollapse},
 		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
 		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, NoRevisit: f.noRevisit, Think: f.think,
 	}

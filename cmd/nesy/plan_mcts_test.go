@@ -39,6 +39,9 @@ func TestPlanCLIMCTS(t *testing.T) {
 		{"cmcts planbench timed", []string{"--method", "cmcts", "--domain", bwD, "--problem", bwP, "--seconds", "120"}, true, bwD, bwP},
 		{"cmcts alfworld", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000"}, true, "", games[5]},
 		{"mcts unconstrained", []string{"--method", "mcts", "--domain", bwD, "--problem", bwP, "--simulations", "30"}, false, bwD, bwP},
+		// One leaf per model call, and every token its own node.
+		{"cmcts batch 1", []string{"--method", "cmcts", "--domain", bwD, "--problem", bwP, "--simulations", "3000", "--batch", "1"}, true, bwD, bwP},
+		{"cmcts no collapse", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000", "--no-collapse"}, true, "", games[5]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +62,11 @@ func TestPlanCLIMCTS(t *testing.T) {
 				// top tokens at the root are rarely plan text.)
 				if res.Search == nil || (tc.goal && res.Search.Simulations == 0) || res.EvaluatedTokens < int64(res.PromptTokens) {
 					t.Fatalf("accounting: %s", out)
+				}
+				// At batch 1 nearly every simulation is a model call of its
+				// own (at the default 16, about one call per 16).
+				if slices.Contains(tc.args, "--batch") && 4*res.ModelCalls < int64(res.Search.Simulations) {
+					t.Fatalf("--batch 1: %d model calls for %d simulations", res.ModelCalls, res.Search.Simulations)
 				}
 				plan := filepath.Join(dir, "plan.txt")
 				if err := os.WriteFile(plan, []byte(strings.Join(res.Plan, "\n")+"\n"), 0o644); err != nil {
