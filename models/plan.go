@@ -386,8 +386,12 @@ func (e *Engine) passTokens() int {
 // MaxLogits rows and the sequences the graph allows, see passGraph). Decode steps of many forks
 // (one position each) thus share one pass, and a long prompt runs in
 // passes of its own instead of being cut to the shortest request's
-// length. Requests with images run alone (their image positions must
-// share one pass).
+// length. When every request has a few positions left (at most
+// maxCoverLen) in several lengths, as a search's leaves do, k is instead
+// one of the counts of coverCounts that the leader's length uses, and only
+// the requests whose length uses it join: the requests then finish in the
+// fewest passes. Requests with images run alone (their image positions
+// must share one pass).
 func (e *Engine) planRecurrent(jobs []*job) plan {
 	var rs []*reqState
 	for _, j := range jobs {
@@ -410,6 +414,18 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 			others = append(others, r)
 		}
 	}
+	// Short requests of several lengths (a search's leaves: forced chains
+	// of 1 to 8 tokens) take the fewest passes when the pass counts are a
+	// fewest set whose subset sums give every length: each request joins
+	// the passes of its own sum (coverCounts).
+	var cover []int
+	var joins func(r *reqState, k int) bool
+	if counts := coverCounts(lead, others); counts != nil {
+		cover = counts
+		joins = func(r *reqState, k int) bool {
+			return decompose(counts, r.remaining())&(1<<slices.Index(counts, k)) != 0
+		}
+	}
 	// members returns the requests a pass of k positions each takes, the
 	// leader first, then the others in turn order.
 	members := func(k int, dst []*reqState) []*reqState {
@@ -420,7 +436,7 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 			if (len(dst)+1)*k > e.opts.BatchSize || len(dst) >= limit {
 				break
 			}
-			if r.remaining() < k {
+			if r.remaining() < k || (joins != nil && !joins(r, k)) {
 				continue
 			}
 			if rr := rowCount(r, r.next, k); rows+rr <= e.opts.MaxLogits {
@@ -436,7 +452,27 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 	best, bestK := []*reqState{lead}, kMax
 	var scratch []*reqState
 	tried := map[int]bool{}
+	if cover != nil {
+		// The passes of the leader's sum, the one computing the most
+		// positions first.
+		best, bestK = nil, 0
+		for _, k := range cover {
+			if !joins(lead, k) || k > kMax {
+				continue
+			}
+			scratch = members(k, scratch)
+			if len(scratch)*k > len(best)*bestK {
+				best, bestK = append(best[:0:0], scratch...), k
+			}
+		}
+		if best == nil { // the leader's rows do not fit: the greedy plan
+			cover, joins, best, bestK = nil, nil, []*reqState{lead}, kMax
+		}
+	}
 	for _, r := range append([]*reqState{lead}, others...) {
+		if cover != nil {
+			break
+		}
 		k := min(r.remaining(), kMax)
 		if tried[k] || k <= 0 {
 			continue
@@ -454,6 +490,98 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 		p.tokens += bestK
 	}
 	return p
+}
+
+// Bounds of coverCounts: requests longer than maxCoverLen (a prompt, a
+// long recompute) or length sets needing more than maxCover counts keep
+// the greedy plan.
+const (
+	maxCoverLen = 16
+	maxCover    = 4
+)
+
+// coverCounts returns the pass counts for the requests of a recurrent
+// model's next passes when every one is at most maxCoverLen long: a fewest
+// set of counts (at most maxCover, ascending, the first such set in
+// lexicographic order) such that every request's remaining length is the
+// sum of some of them. A pass then advances by one count the requests
+// whose sum uses it (decompose), so the requests finish in as many passes
+// as there are counts: lengths 1, 2, 3 and 6 take passes of 1, 2 and 3,
+// where the greedy plan (most positions first) took four. nil when the
+// requests have one length, or lengths outside the bounds.
+func coverCounts(lead *reqState, others []*reqState) []int {
+	var need uint64 // bit n: some request has n positions left
+	top := 0
+	for _, r := range append([]*reqState{lead}, others...) {
+		n := r.remaining()
+		if n <= 0 || n > maxCoverLen {
+			return nil
+		}
+		need |= 1 << n
+		top = max(top, n)
+	}
+	return coverLengths(need, top)
+}
+
+// coverLengths is coverCounts over the set of lengths need (bit n: length
+// n), the longest top.
+func coverLengths(need uint64, top int) []int {
+	if need == 1<<top { // one length: one pass, as the greedy plan does
+		return nil
+	}
+	counts := make([]int, 0, maxCover)
+	var search func(from, size int) bool
+	search = func(from, size int) bool {
+		if len(counts) == size {
+			return subsetSums(counts)&need == need
+		}
+		for c := from; c <= top; c++ {
+			counts = append(counts, c)
+			if search(c+1, size) {
+				return true
+			}
+			counts = counts[:len(counts)-1]
+		}
+		return false
+	}
+	for size := 2; size <= maxCover; size++ {
+		if search(1, size) {
+			return counts
+		}
+	}
+	return nil
+}
+
+// subsetSums returns the subset sums of counts as a bit set (bit n: some
+// subset sums to n; the counts sum to less than 64).
+func subsetSums(counts []int) uint64 {
+	s := uint64(1) // the empty sum
+	for _, c := range counts {
+		s |= s << c
+	}
+	return s
+}
+
+// decompose returns the subset of counts (bit i: counts[i]) that sums to n,
+// preferring the larger counts, or 0 when none does.
+func decompose(counts []int, n int) uint64 {
+	var pick func(i, left int) (uint64, bool)
+	pick = func(i, left int) (uint64, bool) {
+		if left == 0 {
+			return 0, true
+		}
+		if i < 0 {
+			return 0, false
+		}
+		if counts[i] <= left {
+			if m, ok := pick(i-1, left-counts[i]); ok {
+				return m | 1<<i, true
+			}
+		}
+		return pick(i-1, left)
+	}
+	m, _ := pick(len(counts)-1, n)
+	return m
 }
 
 // passGraph estimates the graph objects (tensors, views included) of a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -306,6 +307,103 @@ func TestRecurrentConcurrentForks(t *testing.T) {
 		want := evalAlone(t, e, hist[i])
 		for s := range steps {
 			assertClose(t, fmt.Sprintf("caller %d step %d", i, s), got[i][s], want[len(prompt)+s], tolFor(e))
+		}
+	}
+}
+
+// TestCoverCounts: the fewest pass counts whose subset sums give every
+// length, worked out by hand, and the subsets decompose picks.
+func TestCoverCounts(t *testing.T) {
+	tests := []struct {
+		lengths []int
+		want    []int
+	}{
+		{[]int{1, 2, 3, 6}, []int{1, 2, 3}}, // 6 = 1+2+3; no two counts give four lengths
+		{[]int{1, 3, 4}, []int{1, 3}},
+		{[]int{1, 2, 4}, []int{1, 2, 3}}, // {1,x} gives 1, x, 1+x: never both 2 and 4
+		{[]int{2, 4}, []int{2, 4}},
+		{[]int{1, 2, 3, 4, 5, 6, 7, 8}, []int{1, 2, 3, 4}},                  // three counts give at most seven sums
+		{[]int{5, 5, 5}, nil},                                               // one length: one pass
+		{[]int{1, 17}, nil},                                                 // longer than maxCoverLen
+		{[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, nil}, // needs five counts
+	}
+	for _, tc := range tests {
+		var need uint64
+		top := 0
+		for _, n := range tc.lengths {
+			need |= 1 << n
+			top = max(top, n)
+		}
+		var got []int
+		if top <= maxCoverLen {
+			got = coverLengths(need, top)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("lengths %v: counts %v, want %v", tc.lengths, got, tc.want)
+		}
+		for _, n := range tc.lengths {
+			if got == nil {
+				break
+			}
+			m, sum := decompose(got, n), 0
+			for i, c := range got {
+				if m&(1<<i) != 0 {
+					sum += c
+				}
+			}
+			if sum != n {
+				t.Errorf("lengths %v: decompose(%v, %d) = %b sums to %d", tc.lengths, got, n, m, sum)
+			}
+		}
+	}
+	if m := decompose([]int{2, 4}, 3); m != 0 {
+		t.Errorf("decompose([2 4], 3) = %b, want none", m)
+	}
+	if m := decompose([]int{1, 2, 3}, 3); m != 0b100 {
+		t.Errorf("decompose([1 2 3], 3) = %b, want the larger count alone", m)
+	}
+}
+
+// TestRecurrentCoverPasses: forks continued by 1, 3 and 4 tokens in one
+// Eval call finish in two passes (counts 1 and 3), whichever request leads
+// the pass (six rounds, the lengths rotated each round; the plan that
+// computes the most positions first takes three when a one-token request
+// leads), and every row equals a fresh evaluation of the fork's history.
+func TestRecurrentCoverPasses(t *testing.T) {
+	e := newTestEngine(t, hybridSpecs()["qwen35"], Options{Sequences: 16})
+	v := e.Info().VocabSize
+	ctx := context.Background()
+	prompt := testTokens(7, 20, v)
+	src, _ := e.NewSequence()
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+		t.Fatal(err)
+	}
+	lengths := []int{1, 3, 4, 1, 3, 4, 1}
+	for round := range 6 {
+		var reqs []EvalRequest
+		lengths = append(lengths[1:], lengths[0]) // another request in the leader's place
+		for i, n := range lengths {
+			f, err := e.Fork(src, len(prompt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs = append(reqs, EvalRequest{Seq: f, Tokens: testTokens(50+10*round+i, n, v), AllLogits: true})
+		}
+		calls := e.Stats().ModelCalls
+		res, err := e.Eval(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if passes := e.Stats().ModelCalls - calls; passes != 2 {
+			t.Errorf("round %d: %d passes for lengths %v, want 2", round, passes, lengths)
+		}
+		for i, r := range reqs {
+			hist := append(append([]int32{}, prompt...), r.Tokens...)
+			want := evalAlone(t, e, hist)[len(prompt):]
+			for k := range r.Tokens {
+				assertClose(t, fmt.Sprintf("round %d fork %d (%d tokens) position %d", round, i, len(r.Tokens), k), res[i].Logits[k], want[k], tolFor(e))
+			}
+			e.Release(r.Seq)
 		}
 	}
 }
