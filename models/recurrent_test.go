@@ -171,14 +171,9 @@ func TestRecurrentPassLimit(t *testing.T) {
 func TestRecurrentBatchedForks(t *testing.T) {
 	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
-			e := newTestEngine(t, hybridSpecs()[name], Options{Sequences: 64})
+			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 64, 3, 40)
 			v := e.Info().VocabSize
 			ctx := context.Background()
-			prompt := testTokens(3, 40, v)
-			src, _ := e.NewSequence()
-			if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
-				t.Fatal(err)
-			}
 			const n = 16
 			hist := make([][]int32, n)
 			ids := make([]SeqID, n)
@@ -370,14 +365,9 @@ func TestCoverCounts(t *testing.T) {
 // computes the most positions first takes three when a one-token request
 // leads), and every row equals a fresh evaluation of the fork's history.
 func TestRecurrentCoverPasses(t *testing.T) {
-	e := newTestEngine(t, hybridSpecs()["qwen35"], Options{Sequences: 16})
+	e, src, prompt := promptedEngine(t, hybridSpecs()["qwen35"], 16, 7, 20)
 	v := e.Info().VocabSize
 	ctx := context.Background()
-	prompt := testTokens(7, 20, v)
-	src, _ := e.NewSequence()
-	if _, err := e.Eval(ctx, []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
-		t.Fatal(err)
-	}
 	lengths := []int{1, 3, 4, 1, 3, 4, 1}
 	for round := range 6 {
 		var reqs []EvalRequest
@@ -406,4 +396,21 @@ func TestRecurrentCoverPasses(t *testing.T) {
 			e.Release(r.Seq)
 		}
 	}
+}
+
+// promptedEngine loads spec with the given sequence slots and evaluates a
+// prompt of n test tokens (seed seed) on a new sequence: the source the
+// recurrent tests fork.
+func promptedEngine(t *testing.T, spec gguf.Spec, sequences, seed, n int) (*Engine, SeqID, []int32) {
+	t.Helper()
+	e := newTestEngine(t, spec, Options{Sequences: sequences})
+	prompt := testTokens(seed, n, e.Info().VocabSize)
+	src, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+		t.Fatal(err)
+	}
+	return e, src, prompt
 }
