@@ -35,9 +35,10 @@ import (
 // model's own.
 //
 // The cache holds the state of each delta-net layer deltaStep can run
-// key-major: the transpose of the model's own layout, so that deltaStep's products read it as it lies
-// (the model's layout cost deltaStep a transposed copy of every state at
-// every position: about 10% of a 16-sequence step). A layer the model
+// key-major: the transpose of the model's own layout, so that deltaStep's
+// products read it as it lies (the model's layout cost deltaStep a
+// transposed copy of every state at every position: about 10% of a
+// 16-sequence step). A layer the model
 // runs itself (a long pass) gets its states transposed to its layout
 // before and back after; so every text pass of an engine with a
 // hybridForward must go through forward, which the engine ensures.
@@ -253,8 +254,8 @@ func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
 // recurrent states in the cache.
 //
 // The recurrence per value head and position, with state M (d x d, stored
-// key-major: the key index first, see hybridForward), decay g, step size beta, normalised key k,
-// scaled query q and value v:
+// key-major: the key index first, see hybridForward), decay g, step size
+// beta, normalised key k, scaled query q and value v:
 //
 //	delta = beta (v - g M k)
 //	M'    = g M + delta k^T

@@ -418,14 +418,15 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 	// of 1 to 8 tokens) take the fewest passes when the pass counts are a
 	// fewest set whose subset sums give every length: each request joins
 	// the passes of its own sum (coverCounts).
-	var cover []int
-	var joins func(r *reqState, k int) bool
-	if counts := coverCounts(lead, others); counts != nil {
-		cover = counts
-		joins = func(r *reqState, k int) bool {
-			return decompose(counts, r.remaining())&(1<<slices.Index(counts, k)) != 0
+	cover := coverCounts(lead, others)
+	var sumOf map[*reqState]uint64 // each request's counts (bit i: cover[i])
+	if cover != nil {
+		sumOf = map[*reqState]uint64{lead: decompose(cover, lead.remaining())}
+		for _, r := range others {
+			sumOf[r] = decompose(cover, r.remaining())
 		}
 	}
+	joins := func(r *reqState, k int) bool { return sumOf[r]&(1<<slices.Index(cover, k)) != 0 }
 	// members returns the requests a pass of k positions each takes, the
 	// leader first, then the others in turn order.
 	members := func(k int, dst []*reqState) []*reqState {
@@ -436,7 +437,7 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 			if (len(dst)+1)*k > e.opts.BatchSize || len(dst) >= limit {
 				break
 			}
-			if r.remaining() < k || (joins != nil && !joins(r, k)) {
+			if r.remaining() < k || (cover != nil && !joins(r, k)) {
 				continue
 			}
 			if rr := rowCount(r, r.next, k); rows+rr <= e.opts.MaxLogits {
@@ -466,21 +467,20 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 			}
 		}
 		if best == nil { // the leader's rows do not fit: the greedy plan
-			cover, joins, best, bestK = nil, nil, []*reqState{lead}, kMax
+			cover, best, bestK = nil, []*reqState{lead}, kMax
 		}
 	}
-	for _, r := range append([]*reqState{lead}, others...) {
-		if cover != nil {
-			break
-		}
-		k := min(r.remaining(), kMax)
-		if tried[k] || k <= 0 {
-			continue
-		}
-		tried[k] = true
-		scratch = members(k, scratch)
-		if len(scratch)*k > len(best)*bestK || (len(scratch)*k == len(best)*bestK && k > bestK) {
-			best, bestK = append(best[:0:0], scratch...), k
+	if cover == nil {
+		for _, r := range append([]*reqState{lead}, others...) {
+			k := min(r.remaining(), kMax)
+			if tried[k] || k <= 0 {
+				continue
+			}
+			tried[k] = true
+			scratch = members(k, scratch)
+			if len(scratch)*k > len(best)*bestK || (len(scratch)*k == len(best)*bestK && k > bestK) {
+				best, bestK = append(best[:0:0], scratch...), k
+			}
 		}
 	}
 	for _, r := range best {
@@ -565,23 +565,18 @@ func subsetSums(counts []int) uint64 {
 // decompose returns the subset of counts (bit i: counts[i]) that sums to n,
 // preferring the larger counts, or 0 when none does.
 func decompose(counts []int, n int) uint64 {
-	var pick func(i, left int) (uint64, bool)
-	pick = func(i, left int) (uint64, bool) {
-		if left == 0 {
-			return 0, true
-		}
-		if i < 0 {
-			return 0, false
-		}
-		if counts[i] <= left {
-			if m, ok := pick(i-1, left-counts[i]); ok {
-				return m | 1<<i, true
+	for m := uint64(1)<<len(counts) - 1; m > 0; m-- { // the largest count's bit is the highest
+		sum := 0
+		for i, c := range counts {
+			if m&(1<<i) != 0 {
+				sum += c
 			}
 		}
-		return pick(i-1, left)
+		if sum == n {
+			return m
+		}
 	}
-	m, _ := pick(len(counts)-1, n)
-	return m
+	return 0
 }
 
 // passGraph estimates the graph objects (tensors, views included) of a
@@ -594,10 +589,11 @@ func decompose(counts []int, n int) uint64 {
 // layer up to step positions (hybridForward's deltaStep), beyond that the
 // model's chunked delta-net and the transposes around it 80 per recurrent
 // layer and 24 per 64-position chunk and recurrent layer (and 4 more per
-// sequence and recurrent layer for the transposes' checkpoint captures); each sequence adds its copy-on-write state
-// copy (2 + 2 per recurrent layer), its checkpoint captures (4 per
-// recurrent layer) and the copies of the checkpoints its source's slot
-// holds (2 per recurrent layer and checkpoint). Measured on generated
+// sequence and recurrent layer for the transposes' checkpoint captures);
+// each sequence adds its copy-on-write state copy (2 + 2 per recurrent
+// layer), its checkpoint captures (4 per recurrent layer) and the copies
+// of the checkpoints its source's slot holds (2 per recurrent layer and
+// checkpoint). Measured on generated
 // models (qwen35 with 4 and 8 layers, qwen35moe): the limit was reached at
 // 3 to 4 times the one-position sequences this allows (63 instead of 17
 // forks for the 4-layer qwen35).
