@@ -182,6 +182,9 @@ func (c *Config) normalize() error {
 	if c.Seconds == 0 {
 		c.Seconds = DefaultSeconds
 	}
+	if c.Batch == planner.DefaultBatch {
+		c.Batch = 0 // the default, named or not: one run
+	}
 	if c.MaxActions == 0 {
 		c.MaxActions = DefaultMaxActions
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
 	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/planner"
 )
 
 // small returns a CI-sized configuration.
@@ -517,8 +518,7 @@ func TestUnsolvableTasks(t *testing.T) {
 
 // TestCheckRunInfoResume: a folder holding a run resumes only the same run;
 // a change of the settings that change plans (no_revisit, the search batch
-// and no_collapse among them) is
-// refused with the folder named.
+// and no_collapse among them) is refused with the folder named.
 func TestCheckRunInfoResume(t *testing.T) {
 	base := RunInfo{Env: "alfworld", Method: "cgreedy", Mode: ModeTrueState, Model: "m", Split: "valid_train"}
 	tests := []struct {
@@ -549,5 +549,22 @@ func TestCheckRunInfoResume(t *testing.T) {
 				t.Fatalf("error %v, want one naming %s and saying %q", err, dir, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestBatchDefaultNamed: --batch 16 is the default batch named, so a run
+// folder written without --batch resumes with it and records no batch;
+// --batch 1 is another run.
+func TestBatchDefaultNamed(t *testing.T) {
+	env := openEnv(t, "blocksworld")
+	for _, tc := range []struct{ batch, want int }{{0, 0}, {planner.DefaultBatch, 0}, {1, 1}} {
+		cfg := small(t, env, MethodCMCTS, ModeTrueState)
+		cfg.Batch = tc.batch
+		if err := cfg.normalize(); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.info().Batch; got != tc.want {
+			t.Errorf("--batch %d: run.json batch %d, want %d", tc.batch, got, tc.want)
+		}
 	}
 }
