@@ -37,7 +37,8 @@ func BenchmarkSimulations(b *testing.B) {
 // 120M parameters; its recurrent state is the same small share of a
 // layer's weights as Qwen3.5-4B's), whose leaves share passes only since
 // the engine batches several sequences of recurrent models. On a busy
-// machine run batch=1 and batch=16 in turn:
+// machine run batch=1 and batch=16 in turn (NESY_BENCH_EQUAL_PASSES=1: the
+// engine's passes of equal counts instead of padded ones, for comparison):
 //
 //	for i in 1 2 3; do for b in 1 16; do
 //	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
@@ -47,7 +48,8 @@ func BenchmarkHybridSimulations(b *testing.B) {
 		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 768, 12, 2048, 6, 2, 64, 32000, 1
 		return s
 	})
-	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1)})
+	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1),
+		EqualPasses: os.Getenv("NESY_BENCH_EQUAL_PASSES") == "1"})
 }
 
 // benchModel is modelPath, or the GGUF named by NESY_BENCH_MODEL.
@@ -76,8 +78,8 @@ func benchSearches(b *testing.B, path string, mopts models.Options) {
 	}
 	for _, batch := range []int{1, 16} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			sims, occ := 0, 0.0
-			calls := lm.Stats().ModelCalls
+			sims, occ, recomputed := 0, 0.0, int64(0)
+			calls, toks := lm.Stats().ModelCalls, lm.Stats().EvaluatedTokens
 			cpu0 := cpuTime()
 			for b.Loop() {
 				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
@@ -86,10 +88,13 @@ func benchSearches(b *testing.B, path string, mopts models.Options) {
 				}
 				sims += res.Stats.Simulations
 				occ = res.Stats.BatchOccupancy
+				recomputed += res.Stats.RecomputedTokens
 			}
 			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
 			b.ReportMetric(occ, "occupancy")
 			b.ReportMetric(float64(lm.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
+			b.ReportMetric(float64(lm.Stats().EvaluatedTokens-toks)/float64(b.N), "tokens/op")
+			b.ReportMetric(float64(recomputed)/float64(b.N), "recomputed/op")
 			// CPU time per simulation: steadier than sims/s when other
 			// processes load the machine (one ggml thread does not spin).
 			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(sims), "cpu-ms/sim")

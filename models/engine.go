@@ -17,6 +17,7 @@ import (
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
+	"github.com/ollama/ollama/model/models/qwen3next"
 
 	"github.com/nesy-dev/nesy/models/ggmlthread"
 )
@@ -84,6 +85,9 @@ type Engine struct {
 	// graph bounds the sequences of one pass of a recurrent model (see
 	// planRecurrent).
 	graph passGraph
+	// inspect, when set (by tests), sees every pass's context once its
+	// graph is built.
+	inspect func(ml.Context)
 	// maxLen is the most positions any sequence has held (guarded by mu).
 	maxLen int
 
@@ -571,6 +575,28 @@ func (e *Engine) truncateCacheLocked(seq SeqID, n int) error {
 	}
 	s.valid = int(keep)
 	return nil
+}
+
+// removePadsLocked removes the last pads positions of seq from the cache:
+// the pads of a padded pass (see buildPadded), which follow its valid
+// positions. The hybrid cache refuses cuts that are not a checkpoint
+// restore; its recurrent base removes a tail range as it removes a middle
+// one (the cells, and any checkpoint captured at them), with nothing after
+// it to shift. Should that fail the sequence's cache is dropped and its
+// history recomputed on the next Eval.
+func (e *Engine) removePadsLocked(seq SeqID, pads int) {
+	s := &e.seqs[seq]
+	from := int32(s.valid)
+	defer e.lockDevices()()
+	if hc, ok := e.hybrid.m.Cache.(*qwen3next.HybridCache); ok {
+		err := hc.Recurrent.Remove(int(seq), from, from+int32(pads))
+		if err == nil {
+			return
+		}
+		e.opts.Logger.Warn("models: removing a padded pass's pads failed; the sequence will be recomputed", "seq", seq, "error", err)
+	}
+	_ = e.cache.Remove(int(seq), 0, math.MaxInt32)
+	s.valid = 0
 }
 
 // Release implements LM.

@@ -53,6 +53,32 @@ type hybridForward struct {
 	// mrope holds the multi-axis RoPE sections (nil: plain positions).
 	mrope []int32
 	delta deltaDims
+	// ragged says deltaStep runs every delta-net layer, so the engine may
+	// plan padded passes (see padded).
+	ragged bool
+}
+
+// padded is the layout of a padded pass: its n sequences, longest first,
+// each placed as pad positions, its own inputs (lengths[s] of them)
+// followed by copies of the last. The matrix products, norms and MLPs run
+// on the own positions only ([hidden, T], T the sum of lengths). The
+// attention operator needs the pass's [hidden, pad, n] layout: its input
+// rows are scattered into it, its output rows gathered back, and the
+// pads' keys and values are removed from the cache after the pass. The
+// delta-net recurrence runs each position on the sequences that have it
+// (a prefix, as they come longest first), so a pad is never computed
+// there; the convolution state is gathered from each sequence's last own
+// positions.
+type padded struct {
+	pad     int
+	lengths []int32   // own positions per sequence, non-increasing
+	inputs  ml.Tensor // the own positions' tokens [T]
+	real    ml.Tensor // the own positions' places in the pass [T]
+	scatter ml.Tensor // the own row each place of the pass takes [pad*n]
+	// order gives each own position (by sequence, then position) its
+	// column in the recurrence's outputs, which come by position, then
+	// sequence [T].
+	order ml.Tensor
 }
 
 // deltaDims are the gated delta-net's sizes, from the same metadata keys
@@ -89,6 +115,12 @@ func newHybridForward(m model.Model) *hybridForward {
 	for _, key := range []string{"mrope_sections", "rope.mrope_section", "rope.dimension_sections"} {
 		if h.mrope = c.Ints(key, nil); len(h.mrope) > 0 {
 			break
+		}
+	}
+	h.ragged = true
+	for _, l := range qm.Layers {
+		if g, ok := l.Operator.(*qwen3next.GatedDeltaNet); ok && !h.stepSupported(g) {
+			h.ragged = false
 		}
 	}
 	return h
@@ -149,15 +181,24 @@ func layout(seqs []int) (k, n int, err error) {
 // one-position passes of a single sequence (where deltaStep is faster
 // than the model's step: 15% less CPU time per decoded token on the
 // hybrid benchmark model).
-func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int) (ml.Tensor, error) {
+//
+// pd is the layout of a padded pass (k is then pd.pad), nil otherwise.
+func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int, pd *padded) (ml.Tensor, error) {
 	m := h.m
 	*m.Options = h.opts
 	cache, ok := m.Cache.(*qwen3next.HybridCache)
 	if !ok {
 		return nil, fmt.Errorf("models: qwen3next cache is a %T", m.Cache)
 	}
+	if pd != nil && (!h.ragged || k != pd.pad || k > max(1, maxStep)) {
+		return nil, errors.New("models: internal error: a padded pass the delta-net layers cannot run")
+	}
 	positions := h.positions(ctx, b)
-	x := m.TokenEmbedding.Forward(ctx, b.Inputs)
+	inputs := b.Inputs
+	if pd != nil {
+		inputs = pd.inputs
+	}
+	x := m.TokenEmbedding.Forward(ctx, inputs)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		cache.SetLayer(i)
@@ -170,13 +211,20 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 		switch o := l.Operator.(type) {
 		case *qwen3next.FullAttention:
 			op = func(y ml.Tensor) (ml.Tensor, error) {
-				return o.Forward(ctx, y.Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
+				if pd != nil {
+					y = y.Rows(ctx, pd.scatter)
+				}
+				out, err := o.Forward(ctx, y.Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
+				if err != nil || pd == nil {
+					return out, err
+				}
+				return out.Rows(ctx, pd.real), nil
 			}
 		case *qwen3next.GatedDeltaNet:
 			switch {
 			case !h.stepSupported(o): // the model's layout, always the model's code
 			case k <= max(1, maxStep):
-				op = func(y ml.Tensor) (ml.Tensor, error) { return h.deltaStep(ctx, o, y, cache, i, k, n) }
+				op = func(y ml.Tensor) (ml.Tensor, error) { return h.deltaStep(ctx, o, y, cache, i, k, n, pd) }
 			default:
 				modelDelta = true
 			}
@@ -273,7 +321,10 @@ func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
 // inner size padded to 16 so ggml's blocked kernels take it) and the
 // output needs no second pass over M'. The results agree with the model's
 // own within float rounding; the graph grows with k (see passGraph).
-func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int) (ml.Tensor, error) {
+//
+// In a padded pass (pd not nil) x holds the own positions only; the
+// projections run on them and are scattered into the pass's layout.
+func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int, pd *padded) (ml.Tensor, error) {
 	dm := h.delta
 	d, hV := dm.dV, dm.hV
 	keys := dm.dK * dm.hK
@@ -283,6 +334,9 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	z := g.SSMQKVGate.Forward(ctx, x)   // [d*hV, k*n]
 	beta := g.SSMBeta.Forward(ctx, x)   // [hV, k*n]
 	alpha := g.SSMAlpha.Forward(ctx, x) // [hV, k*n]
+	if pd != nil {
+		qkv, beta, alpha = qkv.Rows(ctx, pd.scatter), beta.Rows(ctx, pd.scatter), alpha.Rows(ctx, pd.scatter)
+	}
 	decay := alpha.Add(ctx, g.SSMDT).Softplus(ctx).Mul(ctx, g.SSMA).Exp(ctx).Reshape(ctx, hV, k, n)
 	beta = beta.Sigmoid(ctx).Reshape(ctx, hV, k, n)
 
@@ -292,7 +346,11 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 		return nil, fmt.Errorf("convolution state: %w", err)
 	}
 	in := conv.Reshape(ctx, dm.convK-1, qkvDim, n).Concat(ctx, qkv.Reshape(ctx, qkvDim, k, n).Permute(ctx, 1, 0, 2, 3), 0)
-	cache.UpdateConvState(ctx, layer, in.Slice(ctx, 0, k, k+dm.convK-1, 1))
+	if pd == nil {
+		cache.UpdateConvState(ctx, layer, in.Slice(ctx, 0, k, k+dm.convK-1, 1))
+	} else {
+		cache.UpdateConvState(ctx, layer, h.convTail(ctx, in, pd, qkvDim, n))
+	}
 	mixed := in.SSMConv(ctx, g.SSMConv1D.Weight).SILU(ctx).Contiguous(ctx, qkvDim, k*n)
 	q := mixed.Slice(ctx, 0, 0, keys, 1).Contiguous(ctx, dm.dK, dm.hK, k, n)
 	kk := mixed.Slice(ctx, 0, keys, 2*keys, 1).Contiguous(ctx, dm.dK, dm.hK, k, n)
@@ -317,35 +375,107 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	}
 	m := state.Reshape(ctx, d, d, hV, n) // m[j, i]: key index j (contiguous), value index i
 	const pad = 15                       // outer products with inner size 16: one register of floats
-	var out ml.Tensor                    // [d, hV, t, n] after t positions
-	for t := range k {
-		at := func(x ml.Tensor, rows int) ml.Tensor { // position t of [rows, hV, k, n] as [rows, 1, hV, n]
-			if k == 1 {
+	// step advances the states m of the first nt sequences by position t
+	// and returns their outputs [d, hV, 1, nt] and new states.
+	step := func(m ml.Tensor, t, nt int) (ml.Tensor, ml.Tensor) {
+		at := func(x ml.Tensor, rows int) ml.Tensor { // position t of [rows, hV, k, n], first nt sequences, as [rows, 1, hV, nt]
+			if k == 1 && nt == n {
 				return x.Reshape(ctx, rows, 1, hV, n)
 			}
-			return x.Slice(ctx, 2, t, t+1, 1).Contiguous(ctx, rows, 1, hV, n)
+			if nt < n {
+				x = x.Slice(ctx, 3, 0, nt, 1)
+			}
+			return x.Slice(ctx, 2, t, t+1, 1).Contiguous(ctx, rows, 1, hV, nt)
 		}
 		qt, kt, vt := at(q, d), at(kk, d), at(v, d)
-		gt := decay.Slice(ctx, 1, t, t+1, 1).Contiguous(ctx, 1, 1, hV, n)
-		bt := beta.Slice(ctx, 1, t, t+1, 1).Contiguous(ctx, 1, 1, hV, n)
+		gt := at(decay.Reshape(ctx, 1, hV, k, n), 1)
+		bt := at(beta.Reshape(ctx, 1, hV, k, n), 1)
 
-		mkq := m.Mulmat(ctx, kt.Concat(ctx, qt, 1)) // [d, 2, hV, n]: M k and M q
+		mkq := m.Mulmat(ctx, kt.Concat(ctx, qt, 1)) // [d, 2, hV, nt]: M k and M q
 		delta := vt.Sub(ctx, mkq.Slice(ctx, 1, 0, 1, 1).Mul(ctx, gt)).Mul(ctx, bt)
-		kq := kt.Mul(ctx, qt).SumRows(ctx) // [1, 1, hV, n]
-		o := mkq.Slice(ctx, 1, 1, 2, 1).Mul(ctx, gt).Add(ctx, delta.Mul(ctx, kq)).Reshape(ctx, d, hV, 1, n)
-		if out == nil {
-			out = o
-		} else {
-			out = out.Concat(ctx, o, 2)
+		kq := kt.Mul(ctx, qt).SumRows(ctx) // [1, 1, hV, nt]
+		o := mkq.Slice(ctx, 1, 1, 2, 1).Mul(ctx, gt).Add(ctx, delta.Mul(ctx, kq)).Reshape(ctx, d, hV, 1, nt)
+		outer := kt.Reshape(ctx, 1, d, hV, nt).Pad(ctx, pad, 0, 0, 0).
+			Mulmat(ctx, delta.Reshape(ctx, 1, d, hV, nt).Pad(ctx, pad, 0, 0, 0)) // [d, d, hV, nt]: k[j] delta[i]
+		return o, m.Mul(ctx, gt.Repeat4D(ctx, d, 1, hV, nt)).Add(ctx, outer)
+	}
+	t := k * n // positions computed
+	var out ml.Tensor
+	if pd == nil {
+		for i := range k {
+			var o ml.Tensor
+			o, m = step(m, i, n)
+			if out == nil {
+				out = o
+			} else {
+				out = out.Concat(ctx, o, 2) // [d, hV, i+1, n]
+			}
 		}
-		outer := kt.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0).
-			Mulmat(ctx, delta.Reshape(ctx, 1, d, hV, n).Pad(ctx, pad, 0, 0, 0)) // [d, d, hV, n]: k[j] delta[i]
-		m = m.Mul(ctx, gt.Repeat4D(ctx, d, 1, hV, n)).Add(ctx, outer)
+		out = out.Contiguous(ctx, d, hV*t)
+	} else {
+		// The sequences come longest first (planPadded), so those with a
+		// position i are the first active(i); a pad is never computed.
+		// Each step's outputs are appended by position ([d*hV, sum of
+		// active] = [d*hV, T]) and put in the own positions' order by
+		// pd.order; a sequence's final state is taken from the step of
+		// its last position.
+		active := func(i int) int {
+			c := 0
+			for c < n && int(pd.lengths[c]) > i {
+				c++
+			}
+			return c
+		}
+		var done ml.Tensor // final states of the sequences after the active ones
+		for i := range k {
+			nt := active(i)
+			if nt < m.Dim(3) {
+				rest := m.Slice(ctx, 3, nt, m.Dim(3), 1)
+				if done == nil {
+					done = rest
+				} else {
+					done = rest.Concat(ctx, done, 3)
+				}
+				m = m.Slice(ctx, 3, 0, nt, 1)
+			}
+			o, mt := step(m, i, nt)
+			m = mt
+			o = o.Reshape(ctx, d*hV, nt)
+			if out == nil {
+				out = o
+			} else {
+				out = out.Concat(ctx, o, 1)
+			}
+		}
+		if done != nil {
+			m = m.Concat(ctx, done, 3)
+		}
+		out = out.Rows(ctx, pd.order)
+		t = out.Dim(1)
 	}
 	cache.UpdateDeltaState(ctx, layer, m.Reshape(ctx, d, d*hV, n))
 
 	// Gated RMS norm and output projection.
-	o := g.SSMNorm.Forward(ctx, out.Contiguous(ctx, d, hV*k*n), h.eps)
-	o = o.Mul(ctx, z.Reshape(ctx, d, hV*k*n).SILU(ctx))
-	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, k*n)), nil
+	o := g.SSMNorm.Forward(ctx, out.Reshape(ctx, d, hV*t), h.eps)
+	o = o.Mul(ctx, z.Reshape(ctx, d, hV*t).SILU(ctx))
+	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, t)), nil
+}
+
+// convTail returns the convolution state after a padded pass: for each
+// sequence the convK-1 inputs that end at its last own position, taken
+// from in, the convolution's input [convK-1+pad, qkvDim, n] (the state
+// before the pass, then the pass's positions).
+func (h *hybridForward) convTail(ctx ml.Context, in ml.Tensor, pd *padded, qkvDim, n int) ml.Tensor {
+	w := h.delta.convK - 1
+	span := w + pd.pad
+	idx := make([]int32, 0, w*n)
+	for s, l := range pd.lengths {
+		for j := range w {
+			idx = append(idx, int32(s*span)+l+int32(j))
+		}
+	}
+	rows := ctx.Input().FromInts(idx, len(idx))
+	byPos := in.Permute(ctx, 1, 0, 2, 3).Contiguous(ctx, qkvDim, span*n) // [qkvDim, span*n]
+	tail := byPos.Rows(ctx, rows)                                        // [qkvDim, w*n]
+	return tail.Reshape(ctx, qkvDim, w, n).Permute(ctx, 1, 0, 2, 3).Contiguous(ctx, w, qkvDim, n)
 }

@@ -223,6 +223,10 @@ type batch struct {
 	dummy  bool // one extra output row nobody asked for
 	nInput int
 	cells  int // padded cell range the pass spans (cellMap's prediction)
+	// pad is the positions per part of a padded pass (0 otherwise): part
+	// p's positions from p.n on are pads, removed from the cache when the
+	// pass is committed.
+	pad int
 }
 
 type batchPart struct {
@@ -281,6 +285,10 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 	b.ctx = ctx
 	var ib input.Batch
 	var tokens, outputs []int32
+	if p.pad > 0 {
+		b.pad = p.pad
+		return b, e.buildPadded(b, p)
+	}
 	for _, q := range p.parts {
 		r, n := q.r, q.n
 		s := &e.seqs[r.req.Seq]
@@ -321,13 +329,88 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
 	// Building the graph may compute (a recurrent cache's copy on write).
 	unlock := e.lockDevices()
-	err := e.forward(ctx, ib, b)
+	err := e.forward(ctx, ib, b, nil)
 	unlock()
 	if err != nil {
 		ctx.Close()
 		return b, err
 	}
 	return b, nil
+}
+
+// buildPadded builds a padded pass of a recurrent model (see planPadded):
+// each part's inputs followed by copies of its last input up to p.pad
+// positions, placed in the cache as one pass of p.pad positions per
+// sequence; hybridForward computes the parts' own positions (padded.real)
+// and gives the pads no effect on the recurrent states. The logit rows
+// and nInput count the parts' own positions only.
+func (e *Engine) buildPadded(b *batch, p plan) error {
+	ctx := b.ctx
+	var ib input.Batch
+	var tokens, own, outputs, real, scatter, lengths []int32
+	for _, q := range p.parts {
+		r, n := q.r, q.n
+		s := &e.seqs[r.req.Seq]
+		part := batchPart{r: r, from: r.next, n: n, first: len(outputs)}
+		for k := 0; k < p.pad; k++ {
+			i := r.next + min(k, n-1)
+			t := r.inputs[i].Token
+			tokens = append(tokens, t)
+			ib.Positions = append(ib.Positions, int32(s.valid+k))
+			ib.Sequences = append(ib.Sequences, int(r.req.Seq))
+			if k < n {
+				own = append(own, t)
+				real = append(real, int32(len(tokens)-1))
+				if r.wantsRow(i) {
+					part.rows = append(part.rows, i)
+					outputs = append(outputs, int32(len(own)-1))
+				}
+			}
+			scatter = append(scatter, int32(len(own)-1))
+		}
+		lengths = append(lengths, int32(n))
+		b.parts = append(b.parts, part)
+	}
+	if len(outputs) == 0 {
+		outputs = append(outputs, int32(len(own)-1))
+		b.dummy = true
+	}
+	b.nRows = len(outputs)
+	b.nInput = len(own)
+	ib.Inputs = ctx.Input().FromInts(tokens, len(tokens))
+	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
+	// The recurrence's outputs come by position, then sequence: position
+	// k of sequence s is column offset[k] + s.
+	offset := make([]int32, p.pad+1)
+	for k := range p.pad {
+		active := int32(0)
+		for _, l := range lengths {
+			if int(l) > k {
+				active++
+			}
+		}
+		offset[k+1] = offset[k] + active
+	}
+	order := make([]int32, 0, len(own))
+	for s, l := range lengths {
+		for k := range int(l) {
+			order = append(order, offset[k]+int32(s))
+		}
+	}
+	pd := &padded{
+		pad: p.pad, lengths: lengths,
+		inputs:  ctx.Input().FromInts(own, len(own)),
+		real:    ctx.Input().FromInts(real, len(real)),
+		scatter: ctx.Input().FromInts(scatter, len(scatter)),
+		order:   ctx.Input().FromInts(order, len(order)),
+	}
+	unlock := e.lockDevices()
+	err := e.forward(ctx, ib, b, pd)
+	unlock()
+	if err != nil {
+		ctx.Close()
+	}
+	return err
 }
 
 func rowCount(r *reqState, from, n int) int {
@@ -340,8 +423,9 @@ func rowCount(r *reqState, from, n int) int {
 	return c
 }
 
-// forward places the batch in the cache and builds the graph.
-func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
+// forward places the batch in the cache and builds the graph (pd: a padded
+// pass's layout, nil for any other).
+func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch, pd *padded) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicError(r)
@@ -354,12 +438,15 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 		return err
 	}
 	e.cells.place(ib.Sequences, ib.Positions)
-	t, err := e.buildForward(ctx, ib)
+	t, err := e.buildForward(ctx, ib, pd)
 	if err != nil {
 		return err
 	}
 	ctx.SetBatchSize(len(ib.Positions))
 	ctx.Forward(t)
+	if e.inspect != nil {
+		e.inspect(ctx)
+	}
 	b.out = t
 	return nil
 }
@@ -368,7 +455,7 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch) (err error) {
 // hybridForward for every text pass of a model that has one (it keeps the
 // delta-net states in its own layout, so no text pass may bypass it), else
 // the model's Forward.
-func (e *Engine) buildForward(ctx ml.Context, ib input.Batch) (ml.Tensor, error) {
+func (e *Engine) buildForward(ctx ml.Context, ib input.Batch, pd *padded) (ml.Tensor, error) {
 	if e.hybrid == nil || len(ib.Multimodal) > 0 {
 		return e.model.Forward(ctx, ib)
 	}
@@ -376,7 +463,7 @@ func (e *Engine) buildForward(ctx ml.Context, ib input.Batch) (ml.Tensor, error)
 	if err != nil {
 		return nil, err
 	}
-	return e.hybrid.forward(ctx, ib, k, n, max(1, e.graph.step(e.maxLen)))
+	return e.hybrid.forward(ctx, ib, k, n, max(1, e.graph.step(e.maxLen)), pd)
 }
 
 // compute runs the pass and returns its logit rows (without the engine
@@ -400,6 +487,9 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 	}
 	e.stats.ModelCalls++
 	e.stats.EvaluatedTokens += int64(b.nInput)
+	if b.pad > 0 {
+		e.stats.PaddedPositions += int64(b.pad*len(b.parts) - b.nInput)
+	}
 	for _, p := range b.parts {
 		r := p.r
 		s := &e.seqs[r.req.Seq]
@@ -414,6 +504,9 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 			}
 		}
 		s.valid += p.n
+		if b.pad > p.n {
+			e.removePadsLocked(r.req.Seq, b.pad-p.n)
+		}
 		e.maxLen = max(e.maxLen, len(s.hist))
 		for k := range p.rows {
 			row := p.first + k
@@ -501,7 +594,7 @@ func (e *Engine) reserveGraph(n, rows int, image bool) (err error) {
 	if err := e.cache.StartForward(ctx, ib, scratch < 0); err != nil {
 		return err
 	}
-	t, err := e.buildForward(ctx, ib)
+	t, err := e.buildForward(ctx, ib, nil)
 	if err != nil {
 		return err
 	}

@@ -166,6 +166,10 @@ type EvalResult struct {
 type Stats struct {
 	EvaluatedTokens int64 // positions computed by forward passes (warm-up excluded)
 	ModelCalls      int64 // forward passes
+	// PaddedPositions counts the pads of a recurrent model's padded passes
+	// (positions placed so that short requests of several lengths share
+	// one pass; not in EvaluatedTokens).
+	PaddedPositions int64
 	Images          int64 // images encoded
 	SequencesInUse  int
 	SequenceSlots   int

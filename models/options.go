@@ -53,6 +53,12 @@ type Options struct {
 	// comparisons; by default calls are merged when the engine's cost model
 	// says it pays (see Engine).
 	NoMerge bool
+	// EqualPasses makes every multi-sequence pass of a recurrent model
+	// (Qwen3.5) advance its sequences by the same count, so that requests
+	// of several short lengths (a search's leaves) take a few passes of
+	// equal counts (see planRecurrent). By default such requests share one
+	// padded pass. For comparisons.
+	EqualPasses bool
 	// MergeWindow is how long an idle engine waits after the first Eval
 	// arrives for others to join the same forward pass; 0 means no wait
 	// (whatever is pending when the engine is free is merged).

@@ -39,6 +39,11 @@ type plan struct {
 	tokens int
 	cells  int     // padded cell range the pass spans
 	cost   float64 // seconds, by the engine's cost model
+	// pad is set for a padded pass of a recurrent model (see
+	// planRecurrent): every part is then placed as pad positions, its own
+	// followed by copies of its last input, which hybridForward leaves out
+	// of the pass's arithmetic but for attention and the recurrence.
+	pad int
 }
 
 // takes says whether the pass computes anything of j.
@@ -446,6 +451,11 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 		}
 		return dst
 	}
+	if cover != nil && e.hybrid.ragged && !e.opts.EqualPasses {
+		if p, ok := e.planPadded(lead, others); ok {
+			return p
+		}
+	}
 	kMax := min(lead.remaining(), e.passTokens())
 	if rows := rowCount(lead, lead.next, kMax); rows > e.opts.MaxLogits {
 		kMax = span(lead, lead.next, kMax, e.opts.MaxLogits, true)
@@ -490,6 +500,50 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 		p.tokens += bestK
 	}
 	return p
+}
+
+// planPadded plans a padded pass for short requests of several lengths (a
+// search's leaves): the leader and then the others in turn order, each
+// whole, as long as the pass stays within the positions deltaStep runs, the
+// sequences the graph allows, BatchSize and MaxLogits. Every request is
+// padded to the longest one's length: the pads only cost the attention
+// layers' projections and the recurrence's steps (hybridForward computes
+// the rest on the requests' own positions), so one such pass replaces the
+// two to four passes of equal counts the covering plan takes, each of which
+// reads all the weights again. ok is false when the leader alone does not
+// fit.
+func (e *Engine) planPadded(lead *reqState, others []*reqState) (plan, bool) {
+	step := e.graph.step(e.maxLen)
+	fits := func(members []*reqState, pad, rows int) bool {
+		return pad <= step && len(members)*pad <= e.opts.BatchSize && rows <= e.opts.MaxLogits &&
+			len(members) <= e.graph.paddedSeqs(pad, e.maxLen)
+	}
+	members := []*reqState{lead}
+	pad := lead.remaining()
+	rows := rowCount(lead, lead.next, pad)
+	if !fits(members, pad, rows) {
+		return plan{}, false
+	}
+	for _, r := range others {
+		n := r.remaining()
+		np, nr := max(pad, n), rows+rowCount(r, r.next, n)
+		if fits(append(members, r), np, nr) {
+			members, pad, rows = append(members, r), np, nr
+		}
+	}
+	// Longest first: the recurrence's steps then run on a prefix of the
+	// pass's sequences (see padded).
+	slices.SortStableFunc(members, func(a, b *reqState) int { return b.remaining() - a.remaining() })
+	var p plan
+	for _, r := range members {
+		n := r.remaining()
+		p.reqs = append(p.reqs, r)
+		p.take = append(p.take, n)
+		p.parts = append(p.parts, planned{r: r, n: n})
+		p.tokens += n
+	}
+	p.pad = pad
+	return p, true
 }
 
 // Bounds of coverCounts: requests longer than maxCoverLen (a prompt, a
@@ -583,20 +637,24 @@ func decompose(counts []int, n int) uint64 {
 // pass of a recurrent model against the backend's per-context limit, to
 // bound the sequences of a pass (exceeding the limit aborts inside ggml).
 //
-// The estimate, conservative by design: the layers take at most
-// max(70% of the limit, 250 per layer) objects for a pass of one position
-// per sequence; longer passes add stepNodes per position and recurrent
-// layer up to step positions (hybridForward's deltaStep), beyond that the
-// model's chunked delta-net and the transposes around it 80 per recurrent
-// layer and 24 per 64-position chunk and recurrent layer (and 4 more per
-// sequence and recurrent layer for the transposes' checkpoint captures);
-// each sequence adds its copy-on-write state copy (2 + 2 per recurrent
-// layer), its checkpoint captures (4 per recurrent layer) and the copies
-// of the checkpoints its source's slot holds (2 per recurrent layer and
-// checkpoint). Measured on generated
-// models (qwen35 with 4 and 8 layers, qwen35moe): the limit was reached at
-// 3 to 4 times the one-position sequences this allows (63 instead of 17
-// forks for the 4-layer qwen35).
+// The estimate, counted on generated qwen35 and qwen35moe models of 4 to
+// 12 layers (TestPassGraphBound checks it against the objects of real
+// passes at the bounds it allows, read with ggmlthread.Objects): the
+// layers of a pass of one position per sequence take at most 150 objects
+// per layer and 100 more (measured: 81 to 110 per layer); deltaStep adds
+// stepNodes per position and recurrent layer (measured: 32) up to step
+// positions; beyond that the model's chunked delta-net and the transposes
+// around it take 80 per recurrent layer and 24 per 64-position chunk and
+// recurrent layer (and 4 more per sequence and recurrent layer for the
+// transposes' checkpoint captures); each sequence adds its copy-on-write
+// state copy (2 + 2 per recurrent layer), its checkpoint captures (4 per
+// recurrent layer: 2 + 6 per recurrent layer measured without checkpoints
+// to copy) and the copies of the checkpoints its source's slot holds (2
+// per recurrent layer and checkpoint); a padded pass adds paddedNodes per
+// layer (measured: 12). A tenth of the limit stays free. (Until
+// 2026-12-03 the layers were estimated at 70% of the limit, three to four
+// times what they take, which held passes to a third of the sequences
+// they can hold and deltaStep to about 4 positions.)
 type passGraph struct {
 	maxNodes  int // the backend's per-context limit
 	layers    int
@@ -604,9 +662,9 @@ type passGraph struct {
 }
 
 // stepNodes bounds the graph objects deltaStep adds per position and
-// recurrent layer (about 30: the position's slices, the products, the
+// recurrent layer (measured 32: the position's slices, the products, the
 // state update).
-const stepNodes = 40
+const stepNodes = 36
 
 // maxDeltaStep caps the passes deltaStep runs (see passGraph.step).
 const maxDeltaStep = 16
@@ -638,8 +696,8 @@ func (g passGraph) step(maxLen int) int {
 	if g.recurrent == 0 {
 		return 0
 	}
-	room := g.maxNodes - g.base(1, 0) - g.perSeq(checkpoints(maxLen))
-	return min(maxDeltaStep, room/(stepNodes*g.recurrent))
+	room := g.avail() - g.base(1, 0) - g.perSeq(checkpoints(maxLen))
+	return max(0, min(maxDeltaStep, room/(stepNodes*g.recurrent)))
 }
 
 // checkpoints bounds the checkpoints a cache slot holds when no sequence
@@ -655,7 +713,7 @@ const checkpointInterval = 1664
 // sequence, whatever the sequences, where deltaStep runs passes of up to
 // step positions.
 func (g passGraph) base(k, step int) int {
-	b := max(7*g.maxNodes/10, 250*g.layers)
+	b := 100 + 150*g.layers
 	switch {
 	case k <= 1:
 	case k <= step:
@@ -672,6 +730,20 @@ func (g passGraph) perSeq(checkpoints int) int {
 	return 2 + 6*g.recurrent + 2*g.recurrent*checkpoints
 }
 
+// paddedNodes bounds the graph objects a padded pass adds per layer (the
+// rows gathered and scattered around each operator, the pads' masks, the
+// convolution state's gather).
+const paddedNodes = 16
+
+// paddedSeqs is seqs for a padded pass of k positions per sequence.
+func (g passGraph) paddedSeqs(k, maxLen int) int {
+	per := g.perSeq(checkpoints(maxLen))
+	return max(1, (g.avail()-g.base(k, g.step(maxLen))-paddedNodes*g.layers)/per)
+}
+
+// avail is the part of the limit the estimate may fill.
+func (g passGraph) avail() int { return g.maxNodes * 9 / 10 }
+
 // seqs is the most sequences a pass of k positions each may hold when no
 // sequence has held more than maxLen positions.
 func (g passGraph) seqs(k, maxLen int) int {
@@ -680,5 +752,5 @@ func (g passGraph) seqs(k, maxLen int) int {
 	if k > max(1, step) {
 		per += 4 * g.recurrent // the transposes' writes capture checkpoints too
 	}
-	return max(1, (g.maxNodes-g.base(k, step))/per)
+	return max(1, (g.avail()-g.base(k, step))/per)
 }

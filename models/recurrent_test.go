@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nesy-dev/nesy/models/ggmlthread"
 	"github.com/nesy-dev/nesy/models/gguf"
+	"github.com/ollama/ollama/ml"
 )
 
 // hybridSpecs are generated Qwen3.5 networks of several shapes: the
@@ -365,7 +367,7 @@ func TestCoverCounts(t *testing.T) {
 // computes the most positions first takes three when a one-token request
 // leads), and every row equals a fresh evaluation of the fork's history.
 func TestRecurrentCoverPasses(t *testing.T) {
-	e, src, prompt := promptedEngine(t, hybridSpecs()["qwen35"], 16, 7, 20)
+	e, src, prompt := promptedEngineOpts(t, hybridSpecs()["qwen35"], Options{Sequences: 16, EqualPasses: true}, 7, 20)
 	v := e.Info().VocabSize
 	ctx := context.Background()
 	lengths := []int{1, 3, 4, 1, 3, 4, 1}
@@ -403,7 +405,13 @@ func TestRecurrentCoverPasses(t *testing.T) {
 // recurrent tests fork.
 func promptedEngine(t *testing.T, spec gguf.Spec, sequences, seed, n int) (*Engine, SeqID, []int32) {
 	t.Helper()
-	e := newTestEngine(t, spec, Options{Sequences: sequences})
+	return promptedEngineOpts(t, spec, Options{Sequences: sequences}, seed, n)
+}
+
+// promptedEngineOpts is promptedEngine with the engine's options.
+func promptedEngineOpts(t *testing.T, spec gguf.Spec, opts Options, seed, n int) (*Engine, SeqID, []int32) {
+	t.Helper()
+	e := newTestEngine(t, spec, opts)
 	prompt := testTokens(seed, n, e.Info().VocabSize)
 	src, err := e.NewSequence()
 	if err != nil {
@@ -413,4 +421,182 @@ func promptedEngine(t *testing.T, spec gguf.Spec, sequences, seed, n int) (*Engi
 		t.Fatal(err)
 	}
 	return e, src, prompt
+}
+
+// TestRecurrentPaddedPasses: forks of one prompt continued by requests of
+// several lengths in one Eval share one padded pass (not the two to four
+// of the covering plan), every row equals the fork's history evaluated
+// alone, and the forks go on (a second padded pass, then a long pass)
+// exactly as a fresh evaluation of their histories: the pads left neither
+// cache cells, nor recurrent or convolution state behind.
+func TestRecurrentPaddedPasses(t *testing.T) {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35moe"} {
+		t.Run(name, func(t *testing.T) {
+			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 16, 7, 20)
+			v := e.Info().VocabSize
+			ctx := context.Background()
+			lengths := []int{1, 3, 4, 1, 2, 4, 1}
+			hist := make([][]int32, len(lengths))
+			ids := make([]SeqID, len(lengths))
+			for i := range ids {
+				f, err := e.Fork(src, len(prompt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i], hist[i] = f, slices.Clone(prompt)
+			}
+			round := func(what string, lengths []int, wantPasses int64) {
+				t.Helper()
+				var reqs []EvalRequest
+				var own int
+				for i, n := range lengths {
+					reqs = append(reqs, EvalRequest{Seq: ids[i], Tokens: testTokens(100*len(hist[i])+i, n, v), AllLogits: true})
+					own += n
+				}
+				before := e.Stats()
+				res, err := e.Eval(ctx, reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				after := e.Stats()
+				if passes := after.ModelCalls - before.ModelCalls; wantPasses > 0 && passes != wantPasses {
+					t.Errorf("%s: %d passes for lengths %v, want %d", what, passes, lengths, wantPasses)
+				}
+				if wantPasses == 1 {
+					pad := slices.Max(lengths)
+					if got, want := after.PaddedPositions-before.PaddedPositions, int64(pad*len(lengths)-own); got != want {
+						t.Errorf("%s: %d padded positions, want %d", what, got, want)
+					}
+					if got := after.EvaluatedTokens - before.EvaluatedTokens; got != int64(own) {
+						t.Errorf("%s: %d evaluated tokens, want %d", what, got, own)
+					}
+				}
+				for i, r := range reqs {
+					hist[i] = append(hist[i], r.Tokens...)
+					want := evalAlone(t, e, hist[i])[len(hist[i])-len(r.Tokens):]
+					for k := range r.Tokens {
+						assertClose(t, fmt.Sprintf("%s: fork %d (%d tokens) position %d", what, i, len(r.Tokens), k), res[i].Logits[k], want[k], tolFor(e))
+					}
+				}
+			}
+			round("first", lengths, 1)
+			round("second", []int{4, 1, 1, 3, 2, 1, 3}, 1)
+			round("long", []int{40, 1, 30, 2, 1, 1, 1}, 0)
+			if got := e.Stats().CacheCells; got <= 0 {
+				t.Errorf("cache cells %d", got)
+			}
+		})
+	}
+}
+
+// TestRecurrentPaddedCheckpoint: a padded pass that reaches the recurrent
+// cache's first checkpoint position captures a checkpoint at a pad, which
+// the pads' removal must drop: truncating the padded sequence afterwards
+// and continuing equals a fresh evaluation.
+func TestRecurrentPaddedCheckpoint(t *testing.T) {
+	e := newTestEngine(t, hybridSpecs()["qwen35"], Options{Sequences: 8})
+	v := e.Info().VocabSize
+	ctx := context.Background()
+	a, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, hb := testTokens(1, 13, v), testTokens(2, 13, v)
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: a, Tokens: ha}, {Seq: b, Tokens: hb}}); err != nil {
+		t.Fatal(err)
+	}
+	// Positions 13-16 of a, 13-14 of b padded to 16: the pass ends at
+	// position 16, where the cache plans a first checkpoint.
+	ta, tb := testTokens(3, 4, v), testTokens(4, 2, v)
+	calls := e.Stats().ModelCalls
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: a, Tokens: ta}, {Seq: b, Tokens: tb}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Stats().ModelCalls - calls; n != 1 {
+		t.Fatalf("%d passes, want one padded pass", n)
+	}
+	hb = append(hb, tb...)
+	more := testTokens(5, 20, v)
+	for _, cut := range []int{len(hb), 14, 13, 3} {
+		if err := e.Truncate(b, cut); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Eval(ctx, []EvalRequest{{Seq: b, Tokens: more, AllLogits: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := append(slices.Clone(hb[:cut]), more...)
+		want := evalAlone(t, e, h)[cut:]
+		for k := range more {
+			assertClose(t, fmt.Sprintf("cut %d position %d", cut, k), res[0].Logits[k], want[k], tolFor(e))
+		}
+		if err := e.Truncate(b, len(hb)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPassGraphBound: passGraph's estimate bounds the graph objects of
+// real passes at the sizes it allows (the most sequences of k positions
+// each, equal and padded, k up to the deltaStep bound), read from the
+// built graph's context; a pass beyond the backend's limit would abort
+// inside ggml. The passes run on forks of a prompt whose slot holds a
+// checkpoint, so each fork copies it.
+func TestPassGraphBound(t *testing.T) {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-deep", "qwen35-f16", "qwen35moe", "qwen35moe-8x3"} {
+		t.Run(name, func(t *testing.T) {
+			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 128, 7, 20)
+			var tensors, nodes int
+			e.inspect = func(c ml.Context) { tensors, nodes, _ = ggmlthread.Objects(c) }
+			v := e.Info().VocabSize
+			step := e.graph.step(e.maxLen)
+			if step < 4 {
+				t.Fatalf("deltaStep bound %d positions: the estimate leaves no room", step)
+			}
+			for _, k := range []int{1, 2, step} {
+				for _, padded := range []bool{false, true} {
+					if padded && k == 1 {
+						continue
+					}
+					n := e.graph.seqs(k, e.maxLen+k)
+					est := e.graph.base(k, step) + n*e.graph.perSeq(checkpoints(e.maxLen+k))
+					if padded {
+						n = e.graph.paddedSeqs(k, e.maxLen+k)
+						est = e.graph.base(k, step) + paddedNodes*e.graph.layers + n*e.graph.perSeq(checkpoints(e.maxLen+k))
+					}
+					n = min(n, 127, e.opts.BatchSize/k)
+					var reqs []EvalRequest
+					for i := range n {
+						f, err := e.Fork(src, len(prompt))
+						if err != nil {
+							t.Fatal(err)
+						}
+						l := k
+						if padded && i > 0 {
+							l = 1 + i%(k-1)
+						}
+						reqs = append(reqs, EvalRequest{Seq: f, Tokens: testTokens(i, l, v)})
+					}
+					calls := e.Stats().ModelCalls
+					if _, err := e.Eval(context.Background(), reqs); err != nil {
+						t.Fatal(err)
+					}
+					if passes := e.Stats().ModelCalls - calls; passes != 1 {
+						t.Errorf("k %d padded %v: %d sequences took %d passes", k, padded, n, passes)
+					}
+					t.Logf("k %d padded %v: %d sequences, %d objects, %d nodes, estimate %d, limit %d", k, padded, n, tensors, nodes, est, e.graph.maxNodes)
+					if tensors == 0 || tensors > est || nodes > est || est > e.graph.maxNodes {
+						t.Errorf("k %d padded %v, %d sequences: %d objects and %d nodes, estimate %d, limit %d", k, padded, n, tensors, nodes, est, e.graph.maxNodes)
+					}
+					for _, r := range reqs {
+						e.Release(r.Seq)
+					}
+				}
+			}
+		})
+	}
 }

@@ -243,6 +243,31 @@ func (r *Runner) handles(ctx ml.Context, out ml.Tensor) (pass, error) {
 	return pass{backendInfo: info, graph: graph.UnsafePointer(), batch: int(batch.Int()), out: tt.UnsafePointer()}, nil
 }
 
+// Objects returns the tensor objects (views included) an Ollama context
+// holds and the nodes of its graph (0 before its first Forward): what its
+// per-context limit (ml.Context.MaxGraphNodes) bounds. ok is false when the
+// context's internals are not where the pinned version keeps them.
+func Objects(ctx ml.Context) (tensors, nodes int, ok bool) {
+	c, isGGML := ctx.(*ggml.Context)
+	if !isGGML || c == nil {
+		return 0, 0, false
+	}
+	cv := reflect.ValueOf(c).Elem()
+	gc, ok1 := field(cv, "ctx", reflect.Pointer)
+	graph, ok2 := field(cv, "graph", reflect.Pointer)
+	if !ok1 || !ok2 || gc.IsNil() {
+		return 0, 0, false
+	}
+	g := (*C.struct_ggml_context)(gc.UnsafePointer())
+	for t := C.ggml_get_first_tensor(g); t != nil; t = C.ggml_get_next_tensor(g, t) {
+		tensors++
+	}
+	if !graph.IsNil() {
+		nodes = int(C.ggml_graph_n_nodes((*C.struct_ggml_cgraph)(graph.UnsafePointer())))
+	}
+	return tensors, nodes, true
+}
+
 // Supported reports whether Compute runs ctx's graph on the Runner's
 // thread (true) or falls back to ctx.Compute.
 func (r *Runner) Supported(ctx ml.Context, out ml.Tensor) bool {

@@ -19,6 +19,10 @@ void ggml_backend_tensor_get(const struct ggml_tensor *tensor, void *data, size_
 int64_t ggml_nelements(const struct ggml_tensor *tensor);
 _Bool ggml_backend_is_cpu(struct ggml_backend *backend);
 void ggml_backend_cpu_set_n_threads(struct ggml_backend *backend_cpu, int n_threads);
+struct ggml_context;
+struct ggml_tensor *ggml_get_first_tensor(const struct ggml_context *ctx);
+struct ggml_tensor *ggml_get_next_tensor(const struct ggml_context *ctx, struct ggml_tensor *tensor);
+int ggml_graph_n_nodes(struct ggml_cgraph *cgraph);
 
 typedef struct nesy_worker {
 	pthread_t thread;
