@@ -96,6 +96,10 @@ type Config struct {
 	// NoCollapse gives every token of a search its own node
 	// (mcts.Options.NoCollapse).
 	NoCollapse bool
+	// Rollout continues every leaf a search evaluates by constrained
+	// greedy decoding for up to this many actions and values it by where
+	// that ends (mcts.Options.Rollout); 0 values leaves directly.
+	Rollout int
 	// Seed seeds sampling and the search's tie-breaking.
 	Seed uint64
 	// MaxActions bounds a plan's length; 0 means DefaultMaxActions.
@@ -140,6 +144,7 @@ type RunInfo struct {
 	Heuristic   string  `json:"heuristic,omitempty"`
 	Batch       int     `json:"batch,omitempty"`
 	NoCollapse  bool    `json:"no_collapse,omitempty"`
+	Rollout     int     `json:"rollout,omitempty"`
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
@@ -205,7 +210,7 @@ func (c *Config) normalize() error {
 
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
-		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Seed: c.Seed,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, Seed: c.Seed,
 		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
@@ -343,9 +348,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if old.NoRevisit != info.NoRevisit {
 			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
 		}
-		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse {
-			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v; use another --out for batch %d, no_collapse %v",
-				dir, old.Batch, old.NoCollapse, info.Batch, info.NoCollapse)
+		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout {
+			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v, rollout %d; use another --out for batch %d, no_collapse %v, rollout %d",
+				dir, old.Batch, old.NoCollapse, old.Rollout, info.Batch, info.NoCollapse, info.Rollout)
 		}
 		return nil
 	}

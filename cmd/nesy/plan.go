@@ -62,7 +62,7 @@ type maskJSON struct {
 type planFlags struct {
 	domain, problem, model, method, lexicon string
 	seconds                                 float64
-	simulations, batch                      int
+	simulations, batch, rollout             int
 	seed                                    uint64
 	asJSON, trace, think, verbose           bool
 	noCollapse                              bool
@@ -129,6 +129,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
 	fl.IntVar(&f.simulations, "simulations", 0, "simulation budget of mcts/cmcts (0: none)")
 	fl.IntVar(&f.batch, "batch", 0, "leaves mcts/cmcts evaluate per model call (0: 16)")
+	fl.IntVar(&f.rollout, "rollout", 0, "mcts/cmcts: continue every evaluated leaf by constrained greedy decoding for up to N actions and value it by where that ends (0: value leaves directly)")
 	fl.BoolVar(&f.noCollapse, "no-collapse", false, "mcts/cmcts: every token its own node, also where the constraint allows only one")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling and search seed")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
@@ -213,7 +214,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
 			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
 		Seed:      f.seed,
-		Search:    mcts.Options{Batch: f.batch, NoCollapse: f.noCollapse},
+		Search:    mcts.Options{Batch: f.batch, NoCollapse: f.noCollapse, Rollout: f.rollout},
 		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
 		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, NoRevisit: f.noRevisit, Think: f.think,
 	}
