@@ -181,7 +181,7 @@ func (c *Config) normalize() error {
 	if !slices.Contains(Modes, c.Mode) {
 		return fmt.Errorf("bench: unknown mode %q (known: %s)", c.Mode, strings.Join(Modes, ", "))
 	}
-	if c.Seconds < 0 || c.Simulations < 0 || c.Batch < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
+	if c.Seconds < 0 || c.Simulations < 0 || c.Batch < 0 || c.Rollout < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
 		return errors.New("bench: negative budget")
 	}
 	if c.Seconds == 0 {

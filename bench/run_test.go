@@ -517,8 +517,8 @@ func TestUnsolvableTasks(t *testing.T) {
 }
 
 // TestCheckRunInfoResume: a folder holding a run resumes only the same run;
-// a change of the settings that change plans (no_revisit, the search batch
-// and no_collapse among them) is refused with the folder named.
+// a change of the settings that change plans (no_revisit, the search batch,
+// no_collapse and rollouts among them) is refused with the folder named.
 func TestCheckRunInfoResume(t *testing.T) {
 	base := RunInfo{Env: "alfworld", Method: "cgreedy", Mode: ModeTrueState, Model: "m", Split: "valid_train"}
 	tests := []struct {
@@ -532,6 +532,7 @@ func TestCheckRunInfoResume(t *testing.T) {
 		{"no_revisit on", func(r *RunInfo) { r.NoRevisit = true }, "no_revisit false"},
 		{"search batch 1", func(r *RunInfo) { r.Batch = 1 }, "batch 0, no_collapse false"},
 		{"no_collapse on", func(r *RunInfo) { r.NoCollapse = true }, "batch 0, no_collapse false"},
+		{"rollouts", func(r *RunInfo) { r.Rollout = 50 }, "rollout 0; use another --out"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -284,8 +284,8 @@ func (f *planFlags) check() error {
 	switch {
 	case f.problem == "":
 		return errors.New("--problem is required")
-	case f.seconds < 0 || f.simulations < 0 || f.batch < 0 || f.maxActions < 0 || f.maxTokens < 0:
-		return errors.New("--seconds, --simulations, --batch, --max-actions and --max-tokens must not be negative")
+	case f.seconds < 0 || f.simulations < 0 || f.batch < 0 || f.rollout < 0 || f.maxActions < 0 || f.maxTokens < 0:
+		return errors.New("--seconds, --simulations, --batch, --rollout, --max-actions and --max-tokens must not be negative")
 	case strings.Contains(f.endMarker, "\n"):
 		return errors.New("--end-marker must be one line")
 	}

@@ -42,6 +42,8 @@ func TestPlanCLIMCTS(t *testing.T) {
 		// One leaf per model call, and every token its own node.
 		{"cmcts batch 1", []string{"--method", "cmcts", "--domain", bwD, "--problem", bwP, "--simulations", "3000", "--batch", "1"}, true, bwD, bwP},
 		{"cmcts no collapse", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000", "--no-collapse"}, true, "", games[5]},
+		// Leaves valued by constrained greedy rollouts of up to 10 actions.
+		{"cmcts rollouts", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000", "--rollout", "10"}, true, "", games[5]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
