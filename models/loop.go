@@ -319,14 +319,7 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 		ctx.Close()
 		return b, errors.New("models: internal error: empty batch")
 	}
-	if len(outputs) == 0 {
-		outputs = append(outputs, int32(len(tokens)-1))
-		b.dummy = true
-	}
-	b.nRows = len(outputs)
-	b.nInput = len(tokens)
-	ib.Inputs = ctx.Input().FromInts(tokens, len(tokens))
-	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
+	b.setInputs(ctx, &ib, tokens, outputs, len(tokens))
 	// Building the graph may compute (a recurrent cache's copy on write).
 	unlock := e.lockDevices()
 	err := e.forward(ctx, ib, b, nil)
@@ -336,6 +329,21 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 		return b, err
 	}
 	return b, nil
+}
+
+// setInputs sets the pass's tokens (the positions placed) and logit rows:
+// outputs are the rows asked for, indices into the computed positions;
+// when none is asked for, the last computed position's row is taken as a
+// dummy (a pass must return one).
+func (b *batch) setInputs(ctx ml.Context, ib *input.Batch, tokens, outputs []int32, computed int) {
+	if len(outputs) == 0 {
+		outputs = append(outputs, int32(computed-1))
+		b.dummy = true
+	}
+	b.nRows = len(outputs)
+	b.nInput = computed
+	ib.Inputs = ctx.Input().FromInts(tokens, len(tokens))
+	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
 }
 
 // buildPadded builds a padded pass of a recurrent model (see planPadded):
@@ -371,14 +379,7 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		lengths = append(lengths, int32(n))
 		b.parts = append(b.parts, part)
 	}
-	if len(outputs) == 0 {
-		outputs = append(outputs, int32(len(own)-1))
-		b.dummy = true
-	}
-	b.nRows = len(outputs)
-	b.nInput = len(own)
-	ib.Inputs = ctx.Input().FromInts(tokens, len(tokens))
-	ib.Outputs = ctx.Input().FromInts(outputs, len(outputs))
+	b.setInputs(ctx, &ib, tokens, outputs, len(own))
 	// The recurrence's outputs come by position, then sequence: position
 	// k of sequence s is column offset[k] + s.
 	offset := make([]int32, p.pad+1)
