@@ -392,10 +392,11 @@ func (e *Engine) passTokens() int {
 // (one position each) thus share one pass, and a long prompt runs in
 // passes of its own instead of being cut to the shortest request's
 // length. When every request has a few positions left (at most
-// maxCoverLen) in several lengths, as a search's leaves do, k is instead
-// one of the counts of coverCounts that the leader's length uses, and only
-// the requests whose length uses it join: the requests then finish in the
-// fewest passes. Requests with images run alone (their image positions
+// maxCoverLen) in several lengths, as a search's leaves do, they share one
+// padded pass (planPadded) where deltaStep can run it; otherwise (or with
+// Options.EqualPasses) k is one of the counts of coverCounts that the
+// leader's length uses, and only the requests whose length uses it join:
+// the requests then finish in the fewest passes of equal counts. Requests with images run alone (their image positions
 // must share one pass).
 func (e *Engine) planRecurrent(jobs []*job) plan {
 	var rs []*reqState
