@@ -72,6 +72,7 @@ type hybridForward struct {
 type padded struct {
 	pad     int
 	lengths []int32   // own positions per sequence, non-increasing
+	active  []int     // active[k]: the sequences with a position k (a prefix)
 	inputs  ml.Tensor // the own positions' tokens [T]
 	real    ml.Tensor // the own positions' places in the pass [T]
 	scatter ml.Tensor // the own row each place of the pass takes [pad*n]
@@ -414,21 +415,14 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 		out = out.Contiguous(ctx, d, hV*t)
 	} else {
 		// The sequences come longest first (planPadded), so those with a
-		// position i are the first active(i); a pad is never computed.
+		// position i are the first pd.active[i]; a pad is never computed.
 		// Each step's outputs are appended by position ([d*hV, sum of
 		// active] = [d*hV, T]) and put in the own positions' order by
 		// pd.order; a sequence's final state is taken from the step of
 		// its last position.
-		active := func(i int) int {
-			c := 0
-			for c < n && int(pd.lengths[c]) > i {
-				c++
-			}
-			return c
-		}
 		var done ml.Tensor // final states of the sequences after the active ones
 		for i := range k {
-			nt := active(i)
+			nt := pd.active[i]
 			if nt < m.Dim(3) {
 				rest := m.Slice(ctx, 3, nt, m.Dim(3), 1)
 				if done == nil {

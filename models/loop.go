@@ -380,17 +380,18 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		b.parts = append(b.parts, part)
 	}
 	b.setInputs(ctx, &ib, tokens, outputs, len(own))
-	// The recurrence's outputs come by position, then sequence: position
-	// k of sequence s is column offset[k] + s.
+	// The recurrence's outputs come by position, then sequence (of the
+	// sequences with that position, a prefix as they come longest first):
+	// position k of sequence s is column offset[k] + s.
+	active := make([]int, p.pad)
 	offset := make([]int32, p.pad+1)
 	for k := range p.pad {
-		active := int32(0)
 		for _, l := range lengths {
 			if int(l) > k {
-				active++
+				active[k]++
 			}
 		}
-		offset[k+1] = offset[k] + active
+		offset[k+1] = offset[k] + int32(active[k])
 	}
 	order := make([]int32, 0, len(own))
 	for s, l := range lengths {
@@ -399,7 +400,7 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		}
 	}
 	pd := &padded{
-		pad: p.pad, lengths: lengths,
+		pad: p.pad, lengths: lengths, active: active,
 		inputs:  ctx.Input().FromInts(own, len(own)),
 		real:    ctx.Input().FromInts(real, len(real)),
 		scatter: ctx.Input().FromInts(scatter, len(scatter)),

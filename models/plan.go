@@ -40,9 +40,9 @@ type plan struct {
 	cells  int     // padded cell range the pass spans
 	cost   float64 // seconds, by the engine's cost model
 	// pad is set for a padded pass of a recurrent model (see
-	// planRecurrent): every part is then placed as pad positions, its own
+	// planPadded): every part is then placed as pad positions, its own
 	// followed by copies of its last input, which hybridForward leaves out
-	// of the pass's arithmetic but for attention and the recurrence.
+	// of the pass's arithmetic but for the attention layers.
 	pad int
 }
 
@@ -396,8 +396,8 @@ func (e *Engine) passTokens() int {
 // padded pass (planPadded) where deltaStep can run it; otherwise (or with
 // Options.EqualPasses) k is one of the counts of coverCounts that the
 // leader's length uses, and only the requests whose length uses it join:
-// the requests then finish in the fewest passes of equal counts. Requests with images run alone (their image positions
-// must share one pass).
+// the requests then finish in the fewest passes of equal counts. Requests
+// with images run alone (their image positions must share one pass).
 func (e *Engine) planRecurrent(jobs []*job) plan {
 	var rs []*reqState
 	for _, j := range jobs {
@@ -508,11 +508,12 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 // whole, as long as the pass stays within the positions deltaStep runs, the
 // sequences the graph allows, BatchSize and MaxLogits. Every request is
 // padded to the longest one's length: the pads only cost the attention
-// layers' projections and the recurrence's steps (hybridForward computes
-// the rest on the requests' own positions), so one such pass replaces the
+// layers' work and cache cells (hybridForward computes the rest on the
+// requests' own positions, the recurrence only on the sequences that have
+// a position), so one such pass replaces the
 // two to four passes of equal counts the covering plan takes, each of which
 // reads all the weights again. ok is false when the leader alone does not
-// fit.
+// fit or no other request fits beside it.
 func (e *Engine) planPadded(lead *reqState, others []*reqState) (plan, bool) {
 	step := e.graph.step(e.maxLen)
 	fits := func(members []*reqState, pad, rows int) bool {
@@ -531,6 +532,9 @@ func (e *Engine) planPadded(lead *reqState, others []*reqState) (plan, bool) {
 		if fits(append(members, r), np, nr) {
 			members, pad, rows = append(members, r), np, nr
 		}
+	}
+	if len(members) < 2 { // nothing to share the pass with: the covering plan
+		return plan{}, false
 	}
 	// Longest first: the recurrence's steps then run on a prefix of the
 	// pass's sequences (see padded).
@@ -732,14 +736,22 @@ func (g passGraph) perSeq(checkpoints int) int {
 }
 
 // paddedNodes bounds the graph objects a padded pass adds per layer (the
-// rows gathered and scattered around each operator, the pads' masks, the
-// convolution state's gather).
-const paddedNodes = 16
+// rows gathered and scattered around each operator, the convolution
+// state's gather; measured 12), and paddedStepNodes those it adds per
+// position and recurrent layer (the views of the sequences a position
+// runs on, the finished sequences' states).
+const (
+	paddedNodes     = 16
+	paddedStepNodes = 8
+)
 
-// paddedSeqs is seqs for a padded pass of k positions per sequence.
+// paddedSeqs is seqs for a padded pass of k positions per sequence; 0
+// when not even one fits (a padded pass always has room for a sequence
+// less than seqs allows).
 func (g passGraph) paddedSeqs(k, maxLen int) int {
 	per := g.perSeq(checkpoints(maxLen))
-	return max(1, (g.avail()-g.base(k, g.step(maxLen))-paddedNodes*g.layers)/per)
+	extra := paddedNodes*g.layers + paddedStepNodes*g.recurrent*k
+	return max(0, (g.avail()-g.base(k, g.step(maxLen))-extra)/per)
 }
 
 // avail is the part of the limit the estimate may fill.

@@ -557,7 +557,12 @@ func TestPassGraphBound(t *testing.T) {
 			if step < 4 {
 				t.Fatalf("deltaStep bound %d positions: the estimate leaves no room", step)
 			}
-			for _, k := range []int{1, 2, step} {
+			// The longest padded pass planned (at least two sequences).
+			kp := 2
+			for kp < step && e.graph.paddedSeqs(kp+1, e.maxLen+kp+1) >= 2 {
+				kp++
+			}
+			for _, k := range []int{1, 2, kp, step} {
 				for _, padded := range []bool{false, true} {
 					if padded && k == 1 {
 						continue
@@ -565,8 +570,10 @@ func TestPassGraphBound(t *testing.T) {
 					n := e.graph.seqs(k, e.maxLen+k)
 					est := e.graph.base(k, step) + n*e.graph.perSeq(checkpoints(e.maxLen+k))
 					if padded {
-						n = e.graph.paddedSeqs(k, e.maxLen+k)
-						est = e.graph.base(k, step) + paddedNodes*e.graph.layers + n*e.graph.perSeq(checkpoints(e.maxLen+k))
+						if n = e.graph.paddedSeqs(k, e.maxLen+k); n < 2 {
+							continue // no padded pass is planned at this length
+						}
+						est = e.graph.base(k, step) + paddedNodes*e.graph.layers + paddedStepNodes*e.graph.recurrent*k + n*e.graph.perSeq(checkpoints(e.maxLen+k))
 					}
 					n = min(n, 127, e.opts.BatchSize/k)
 					var reqs []EvalRequest
