@@ -100,6 +100,9 @@ type Config struct {
 	// greedy decoding for up to this many actions and values it by where
 	// that ends (mcts.Options.Rollout); 0 values leaves directly.
 	Rollout int
+	// RolloutTemperature samples rollout tokens at this temperature
+	// instead of greedily (mcts.Options.RolloutTemperature); 0 is greedy.
+	RolloutTemperature float64
 	// Seed seeds sampling and the search's tie-breaking.
 	Seed uint64
 	// MaxActions bounds a plan's length; 0 means DefaultMaxActions.
@@ -145,6 +148,7 @@ type RunInfo struct {
 	Batch       int     `json:"batch,omitempty"`
 	NoCollapse  bool    `json:"no_collapse,omitempty"`
 	Rollout     int     `json:"rollout,omitempty"`
+	RolloutTemp float64 `json:"rollout_temperature,omitempty"`
 	Seed        uint64  `json:"seed"`
 	MaxActions  int     `json:"max_actions"`
 	OmitStatic  bool    `json:"omit_static,omitempty"`
@@ -181,7 +185,7 @@ func (c *Config) normalize() error {
 	if !slices.Contains(Modes, c.Mode) {
 		return fmt.Errorf("bench: unknown mode %q (known: %s)", c.Mode, strings.Join(Modes, ", "))
 	}
-	if c.Seconds < 0 || c.Simulations < 0 || c.Batch < 0 || c.Rollout < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
+	if c.Seconds < 0 || c.Simulations < 0 || c.Batch < 0 || c.Rollout < 0 || c.RolloutTemperature < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
 		return errors.New("bench: negative budget")
 	}
 	if c.Seconds == 0 {
@@ -210,7 +214,7 @@ func (c *Config) normalize() error {
 
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
-		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, Seed: c.Seed,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemp: c.RolloutTemperature, Seed: c.Seed,
 		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
@@ -348,9 +352,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if old.NoRevisit != info.NoRevisit {
 			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
 		}
-		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout {
-			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v, rollout %d; use another --out for batch %d, no_collapse %v, rollout %d",
-				dir, old.Batch, old.NoCollapse, old.Rollout, info.Batch, info.NoCollapse, info.Rollout)
+		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout || old.RolloutTemp != info.RolloutTemp {
+			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v, rollout %d, rollout temperature %g; use another --out for batch %d, no_collapse %v, rollout %d, rollout temperature %g",
+				dir, old.Batch, old.NoCollapse, old.Rollout, old.RolloutTemp, info.Batch, info.NoCollapse, info.Rollout, info.RolloutTemp)
 		}
 		return nil
 	}

@@ -3,12 +3,15 @@ package mcts
 import (
 	"context"
 	"errors"
-	"github.com/nesy-dev/nesy/constraint"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nesy-dev/nesy/constraint"
 
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/lexicon"
@@ -183,6 +186,7 @@ func TestSearchReachesGoal(t *testing.T) {
 		{"reverse/keep-duplicates", bwReverse, Options{KeepDuplicates: true}},
 		{"reverse/allow-loops", bwReverse, Options{AllowLoops: true}},
 		{"reverse/rollout", bwReverse, Options{Rollout: 2}},
+		{"reverse/rollout-sampled", bwReverse, Options{Rollout: 2, RolloutTemperature: 1}},
 		{"reverse/no-collapse", bwReverse, Options{NoCollapse: true}},
 	}
 	for _, tt := range tests {
@@ -387,6 +391,8 @@ func TestOptionErrors(t *testing.T) {
 		{Options{Heuristic: "nosuch"}, "heuristic"},
 		{Options{GoalReward: -1}, "goal reward"},
 		{Options{Rollout: -1}, "rollout"},
+		{Options{Rollout: 4, RolloutTemperature: -0.5}, "rollout temperature"},
+		{Options{Rollout: 4, RolloutTemperature: math.NaN()}, "rollout temperature"},
 		{Options{Helpful: -1}, "helpful"},
 	}
 	for _, tt := range tests {
@@ -596,5 +602,48 @@ func TestRealTasks(t *testing.T) {
 			}
 			t.Logf("%d actions, %d simulations, %d evaluated tokens, %v", len(res.Plan), res.Stats.Simulations, res.Stats.EvaluatedTokens, res.Stats.Elapsed.Round(time.Millisecond))
 		})
+	}
+}
+
+// TestRolloutToken checks the rollout's choice among the allowed tokens:
+// the most likely (first among equals) when greedy, and when sampled the
+// frequencies of softmax(logits/T) over the allowed tokens only.
+func TestRolloutToken(t *testing.T) {
+	// Token 2 is not allowed: its large logit must never be picked.
+	logits := []float32{0, float32(math.Log(3)), 50, 0}
+	ids := []int32{0, 1, 3}
+	tests := []struct {
+		name string
+		temp float64
+		want []float64 // probability of each of ids
+	}{
+		{"greedy", 0, []float64{0, 1, 0}},
+		{"T=1", 1, []float64{0.2, 0.6, 0.2}},
+		// At T=2 the weights are 1, sqrt(3), 1.
+		{"T=2", 2, []float64{1 / (2 + math.Sqrt(3)), math.Sqrt(3) / (2 + math.Sqrt(3)), 1 / (2 + math.Sqrt(3))}},
+	}
+	const n = 60000
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &searcher{opts: Options{RolloutTemperature: tt.temp}, rng: rand.New(rand.NewPCG(7, 7))}
+			s.set.IDs = ids
+			counts := make([]int, len(ids))
+			for range n {
+				counts[s.rolloutToken(logits)]++
+			}
+			for k, p := range tt.want {
+				got := float64(counts[k]) / n
+				// Five standard deviations of a binomial frequency.
+				if tol := 5*math.Sqrt(p*(1-p)/n) + 1e-9; math.Abs(got-p) > tol {
+					t.Errorf("token %d: frequency %.4f, want %.4f +- %.4f", ids[k], got, p, tol)
+				}
+			}
+		})
+	}
+	// Ties go to the first allowed token when greedy.
+	s := &searcher{}
+	s.set.IDs = []int32{3, 0}
+	if k := s.rolloutToken([]float32{1, 0, 0, 1}); k != 0 {
+		t.Errorf("greedy tie: index %d, want 0", k)
 	}
 }

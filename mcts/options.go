@@ -3,6 +3,7 @@ package mcts
 import (
 	"fmt"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
+	"math"
 	"time"
 )
 
@@ -132,6 +133,13 @@ type Options struct {
 	// forward pass per token). 0 (the default) values leaves by the
 	// heuristic directly.
 	Rollout int
+	// RolloutTemperature, when positive, samples each rollout token from
+	// the model's distribution over the allowed tokens at this temperature
+	// (softmax of logits/T, seeded by Seed) instead of taking the most
+	// likely one: rollouts from neighbouring leaves then try different
+	// continuations instead of converging on one. 0 (the default) is
+	// greedy.
+	RolloutTemperature float64
 
 	// Batch is the number of leaves selected (with virtual loss) and
 	// evaluated in one model call per iteration. 0 means DefaultBatch (16).
@@ -252,6 +260,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("mcts: max actions %d is negative", o.MaxActions)
 	case o.Rollout < 0:
 		return o, fmt.Errorf("mcts: rollout %d is negative", o.Rollout)
+	case o.RolloutTemperature < 0 || math.IsNaN(o.RolloutTemperature) || math.IsInf(o.RolloutTemperature, 0):
+		return o, fmt.Errorf("mcts: rollout temperature %g is not a finite non-negative number", o.RolloutTemperature)
 	case o.Normalize != NormalizeUnit && o.Normalize != NormalizeRange:
 		return o, fmt.Errorf("mcts: unknown normalisation %q (want %q or %q)", o.Normalize, NormalizeUnit, NormalizeRange)
 	case o.ValueScale < 0:

@@ -125,12 +125,7 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 			s.sp.Allowed(r.cur, &s.set)
 			done := len(s.set.IDs) == 0
 			if !done {
-				best := 0
-				for k, id := range s.set.IDs {
-					if r.logits[id] > r.logits[s.set.IDs[best]] {
-						best = k
-					}
-				}
+				best := s.rolloutToken(r.logits)
 				tok := s.set.IDs[best]
 				cur, err := s.sp.Advance(r.cur, s.set.Next[best])
 				if err != nil {
@@ -170,6 +165,40 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 		}
 	}
 	return values, losses, nil
+}
+
+// rolloutToken picks the index in s.set.IDs of a rollout's next token: the
+// most likely allowed token (the first among equals), or with
+// Options.RolloutTemperature a sample from the allowed tokens' softmax of
+// logits/T.
+func (s *searcher) rolloutToken(logits []float32) int {
+	ids := s.set.IDs
+	best := 0
+	for k, id := range ids {
+		if logits[id] > logits[ids[best]] {
+			best = k
+		}
+	}
+	t := s.opts.RolloutTemperature
+	if t <= 0 || len(ids) == 1 {
+		return best
+	}
+	top := float64(logits[ids[best]])
+	s.weights = s.weights[:0]
+	var sum float64
+	for _, id := range ids {
+		w := math.Exp((float64(logits[id]) - top) / t)
+		sum += w
+		s.weights = append(s.weights, w)
+	}
+	u := s.rng.Float64() * sum
+	for k, w := range s.weights {
+		if u < w {
+			return k
+		}
+		u -= w
+	}
+	return len(ids) - 1 // rounding left u at the very end
 }
 
 // rolloutValue values the cursor a rollout stopped at.

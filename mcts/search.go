@@ -120,6 +120,7 @@ type searcher struct {
 	hcache2 map[string]map[string]bool
 	actBuf  []int
 	set     trie.Set
+	weights []float64 // rolloutToken's sampling weights
 	idxBuf  []int32
 	holders []*node // nodes holding a sequence (root first, pinned)
 	tick    int64

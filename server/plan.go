@@ -106,8 +106,11 @@ type SearchParams struct {
 	Backup     string  `json:"backup,omitempty"`
 	Batch      int     `json:"batch,omitempty"`
 	Rollout    int     `json:"rollout,omitempty"`
-	Exhaust    bool    `json:"exhaust,omitempty"`
-	Seed       uint64  `json:"seed,omitempty"`
+	// RolloutTemperature samples rollout tokens instead of taking the
+	// most likely (mcts.Options.RolloutTemperature).
+	RolloutTemperature float64 `json:"rollout_temperature,omitempty"`
+	Exhaust            bool    `json:"exhaust,omitempty"`
+	Seed               uint64  `json:"seed,omitempty"`
 }
 
 // PlanResponse is the answer of POST /v1/plan (and the "result" event of a
@@ -462,8 +465,8 @@ func (s *Server) checkPlanRequest(req *PlanRequest) error {
 		}
 	}
 	if sp := req.Search; sp != nil {
-		if sp.Width < 0 || sp.C < 0 || sp.Base < 0 || sp.Batch < 0 || sp.Rollout < 0 || sp.GoalReward < 0 {
-			return bad("search: width, c, base, batch, rollout and goal_reward must not be negative")
+		if sp.Width < 0 || sp.C < 0 || sp.Base < 0 || sp.Batch < 0 || sp.Rollout < 0 || sp.RolloutTemperature < 0 || sp.GoalReward < 0 {
+			return bad("search: width, c, base, batch, rollout, rollout_temperature and goal_reward must not be negative")
 		}
 		if sp.Backup != "" && sp.Backup != "max" && sp.Backup != "mean" {
 			return bad("search: unknown backup %q (want max or mean)", sp.Backup)

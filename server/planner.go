@@ -73,7 +73,7 @@ func (s *Server) runPlanner(ctx context.Context, job *planJob) (out planOutcome,
 	}
 	if sp := req.Search; sp != nil {
 		opts.Search = mcts.Options{Width: sp.Width, C: sp.C, Base: sp.Base, GoalReward: sp.GoalReward, Lambda: sp.Lambda,
-			Backup: sp.Backup, Batch: sp.Batch, Rollout: sp.Rollout, Exhaust: sp.Exhaust}
+			Backup: sp.Backup, Batch: sp.Batch, Rollout: sp.Rollout, RolloutTemperature: sp.RolloutTemperature, Exhaust: sp.Exhaust}
 		if sp.Seed != 0 {
 			opts.Seed = sp.Seed
 		}

@@ -30,7 +30,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		envName, suite, method, mode, model, out, shard  string
 		datasets, heuristic, tokenizer                   string
-		seconds                                          float64
+		seconds, rolloutTemp                             float64
 		limit, simulations, threads, maxActions, batch   int
 		exploreSteps, maxSteps, rollout                  int
 		seed                                             uint64
@@ -101,7 +101,8 @@ with no forward pass, which says how much a model's prior adds.`,
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
 				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, Batch: batch, NoCollapse: noCollapse, Rollout: rollout,
-				Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
+				RolloutTemperature: rolloutTemp,
+				Heuristic:          heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
 				OmitStatic: omitStatic, NoRevisit: noRevisit,
 				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
 			}
@@ -136,6 +137,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.IntVar(&simulations, "simulations", 0, "bound each search to N simulations (0: time only)")
 	f.IntVar(&batch, "batch", 0, "leaves a search evaluates per model call (0: 16); simulation counts compare priors best at 1")
 	f.IntVar(&rollout, "rollout", 0, "searches: continue every evaluated leaf by constrained greedy decoding for up to N actions and value it by where that ends (0: value leaves directly)")
+	f.Float64Var(&rolloutTemp, "rollout-temp", 0, "searches with --rollout: sample each rollout token at this temperature instead of taking the most likely (0: greedy)")
 	f.BoolVar(&noCollapse, "no-collapse", false, "searches: every token its own node, also where the constraint allows only one (forced chains are otherwise one edge)")
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
 	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")

@@ -61,7 +61,7 @@ type maskJSON struct {
 // planFlags are nesy plan's options.
 type planFlags struct {
 	domain, problem, model, method, lexicon string
-	seconds                                 float64
+	seconds, rolloutTemp                    float64
 	simulations, batch, rollout             int
 	seed                                    uint64
 	asJSON, trace, think, verbose           bool
@@ -130,6 +130,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.IntVar(&f.simulations, "simulations", 0, "simulation budget of mcts/cmcts (0: none)")
 	fl.IntVar(&f.batch, "batch", 0, "leaves mcts/cmcts evaluate per model call (0: 16)")
 	fl.IntVar(&f.rollout, "rollout", 0, "mcts/cmcts: continue every evaluated leaf by constrained greedy decoding for up to N actions and value it by where that ends (0: value leaves directly)")
+	fl.Float64Var(&f.rolloutTemp, "rollout-temp", 0, "mcts/cmcts with --rollout: sample each rollout token at this temperature instead of taking the most likely (0: greedy)")
 	fl.BoolVar(&f.noCollapse, "no-collapse", false, "mcts/cmcts: every token its own node, also where the constraint allows only one")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling and search seed")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
@@ -214,7 +215,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
 			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
 		Seed:      f.seed,
-		Search:    mcts.Options{Batch: f.batch, NoCollapse: f.noCollapse, Rollout: f.rollout},
+		Search:    mcts.Options{Batch: f.batch, NoCollapse: f.noCollapse, Rollout: f.rollout, RolloutTemperature: f.rolloutTemp},
 		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
 		Heuristic: f.heuristic, End: end, EndMarker: f.endMarker, KeepGoing: !f.stopAtGoal, NoRevisit: f.noRevisit, Think: f.think,
 	}
@@ -284,8 +285,8 @@ func (f *planFlags) check() error {
 	switch {
 	case f.problem == "":
 		return errors.New("--problem is required")
-	case f.seconds < 0 || f.simulations < 0 || f.batch < 0 || f.rollout < 0 || f.maxActions < 0 || f.maxTokens < 0:
-		return errors.New("--seconds, --simulations, --batch, --rollout, --max-actions and --max-tokens must not be negative")
+	case f.seconds < 0 || f.simulations < 0 || f.batch < 0 || f.rollout < 0 || f.rolloutTemp < 0 || f.maxActions < 0 || f.maxTokens < 0:
+		return errors.New("--seconds, --simulations, --batch, --rollout, --rollout-temp, --max-actions and --max-tokens must not be negative")
 	case strings.Contains(f.endMarker, "\n"):
 		return errors.New("--end-marker must be one line")
 	}
