@@ -3,11 +3,13 @@
 # from the true initial state, one ggml thread: every prior (uniform: zero
 # logits; tiny: random weights; the trained GGUF) with cgreedy on all 134
 # tasks, and with cmcts valued by the model alone (--heuristic blind) and by
-# h_FF on a shard of the tasks spread over the task types. Runs that already
+# h_FF on a shard of the tasks spread over the task types; method "rollout"
+# is model-only values with sampled rollouts (--rollout 50 --rollout-temp 1
+# --no-revisit, the setting chosen on valid_train). Runs that already
 # finished in OUT are kept (nesy bench resumes). Prints one markdown row per
 # run and `nesy bench compare` of the trained prior against each baseline.
 #
-# Usage: scripts/prior-ablation.sh NESY PRIOR.gguf OUT [SHARD=0/7] [SECONDS=60] [PRIORS="uniform tiny trained"] [METHODS="cgreedy blind ff"]
+# Usage: scripts/prior-ablation.sh NESY PRIOR.gguf OUT [SHARD=0/7] [SECONDS=60] [PRIORS="uniform tiny trained"] [METHODS="cgreedy blind ff"] (also: rollout)
 set -u
 NESY=${1:?usage: $0 NESY PRIOR.gguf OUT [SHARD] [SECONDS] [PRIORS] [METHODS]}
 PRIOR=${2:?prior GGUF}
@@ -24,6 +26,8 @@ run() { # prior method
 	cgreedy) args=(--method cgreedy) ;;
 	blind) args=(--method cmcts --heuristic blind --shard "$SHARD" --seconds "$SECONDS_") ;;
 	ff) args=(--method cmcts --heuristic ff --shard "$SHARD" --seconds "$SECONDS_") ;;
+	rollout) args=(--method cmcts --heuristic blind --rollout 50 --rollout-temp 1 --no-revisit --shard "$SHARD" --seconds "$SECONDS_") ;;
+	*) echo "unknown method $method (want cgreedy, blind, ff or rollout)" >&2; return ;;
 	esac
 	"$NESY" bench --env alfworld --mode true-state --model "$model" --threads 1 --quiet \
 		--out "$OUT/$name-$method" "${args[@]}" >"$OUT/$name-$method.log" 2>&1 ||

@@ -85,6 +85,7 @@ func TestPlanErrors(t *testing.T) {
 		{"actions over cap", ts, plan(map[string]any{"max_actions": 51}), 400, CodeOverCap, nil},
 		{"tokens over cap", ts, plan(map[string]any{"max_tokens": 1001}), 400, CodeOverCap, nil},
 		{"bad sampling", ts, plan(map[string]any{"sampling": map[string]any{"top_p": 2}}), 400, CodeBadRequest, nil},
+		{"negative rollout temperature", ts, plan(map[string]any{"search": map[string]any{"rollout": 5, "rollout_temperature": -1}}), 400, CodeBadRequest, nil},
 		{"bad backup", ts, plan(map[string]any{"search": map[string]any{"backup": "min"}}), 400, CodeBadRequest, nil},
 		{"bad heuristic", ts, plan(map[string]any{"heuristic": "hplus"}), 400, CodeBadRequest, nil},
 		{"body too large", ts, plan(map[string]any{"domain": bwDomain + ";" + strings.Repeat("x", 70<<10)}), 413, CodeBodyTooLarge, nil},

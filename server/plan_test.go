@@ -79,6 +79,7 @@ func TestPlanMethods(t *testing.T) {
 		{MethodCGreedy, map[string]any{"end": "goal", "sampling": map[string]any{"temperature": 1, "seed": 7}}, true},
 		{MethodMCTS, map[string]any{"simulations": 40}, false},
 		{MethodCMCTS, map[string]any{"seconds": 60, "search": map[string]any{"seed": 1}}, true},
+		{MethodCMCTS, map[string]any{"seconds": 60, "search": map[string]any{"seed": 1, "rollout": 4, "rollout_temperature": 1}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method, func(t *testing.T) {

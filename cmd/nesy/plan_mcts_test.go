@@ -44,6 +44,8 @@ func TestPlanCLIMCTS(t *testing.T) {
 		{"cmcts no collapse", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000", "--no-collapse"}, true, "", games[5]},
 		// Leaves valued by constrained greedy rollouts of up to 10 actions.
 		{"cmcts rollouts", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000", "--rollout", "10"}, true, "", games[5]},
+		// The same rollouts sampled at temperature 1.
+		{"cmcts sampled rollouts", []string{"--method", "cmcts", "--problem", games[5], "--simulations", "3000", "--rollout", "10", "--rollout-temp", "1"}, true, "", games[5]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

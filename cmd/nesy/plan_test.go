@@ -83,6 +83,7 @@ func TestPlanCLI(t *testing.T) {
 		{"unknown method", []string{"--method", "beam", "--domain", oneD, "--problem", oneP}, 2, false, false, false},
 		{"negative search batch", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--batch", "-1"}, 2, false, false, false},
 		{"negative rollout", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--rollout", "-1"}, 2, false, false, false},
+		{"negative rollout temperature", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--rollout", "5", "--rollout-temp", "-1"}, 2, false, false, false},
 		{"bad end policy", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--end", "never"}, 2, false, false, false},
 		// The uniform prior (zero logits) over the tiny model's vocabulary,
 		// written into the test's cache folder: the search alone solves the
