@@ -647,3 +647,22 @@ func TestRolloutToken(t *testing.T) {
 		t.Errorf("greedy tie: index %d, want 0", k)
 	}
 }
+
+// TestRolloutsKeepBudget: a token budget is checked between the rollout
+// steps of a batch, not only between batches, so rollouts of 50 actions from
+// a batch of leaves stop soon after the budget is spent instead of running
+// to their end (which, for a random-weight model on an ALFWorld task, is
+// thousands of tokens past it).
+func TestRolloutsKeepBudget(t *testing.T) {
+	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
+	st := newSetup(t, lm, idx, loadTask(t, "", alfworldGame(t, 3)), constraint.Options{})
+	for _, temp := range []float64{0, 1} {
+		budget := int64(len(st.prompt)) + 100
+		res := st.search(t, Options{Rollout: 50, RolloutTemperature: temp, Batch: 4, Tokens: budget})
+		// Past the budget by at most one batch's leaves (a collapsed chain
+		// holds a few tokens) and one rollout step of each.
+		if over := res.Stats.EvaluatedTokens - budget; res.Stop != StopTokens || over > 100 {
+			t.Errorf("T=%g: stop %s, %d tokens evaluated against a budget of %d (%d over)", temp, res.Stop, res.Stats.EvaluatedTokens, budget, over)
+		}
+	}
+}

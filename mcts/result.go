@@ -154,6 +154,11 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 		if len(reqs) == 0 {
 			break
 		}
+		if s.spent() {
+			// The rollouts still running leave their leaves the static
+			// value; the search stops before its next selection.
+			break
+		}
 		res, err := s.lm.Eval(s.ctx, reqs)
 		if err != nil {
 			return nil, nil, err

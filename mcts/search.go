@@ -329,6 +329,15 @@ func (s *searcher) stopReason() (string, bool) {
 	return "", false
 }
 
+// spent reports whether the time or token budget is used up or the
+// context is done: checked between a batch's rollout steps too, so long
+// rollouts of a slow model do not run past the budget.
+func (s *searcher) spent() bool {
+	return s.ctx.Err() != nil ||
+		(s.opts.Time > 0 && time.Since(s.start) >= s.opts.Time) ||
+		(s.opts.Tokens > 0 && s.stats.EvaluatedTokens >= s.opts.Tokens)
+}
+
 // selectBatch selects up to Batch distinct fresh leaves, each adding a
 // virtual loss on its path so that the next selections look elsewhere
 // (see selectLeaf for how pending leaves are skipped).
