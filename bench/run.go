@@ -137,22 +137,22 @@ type Progress struct {
 // RunInfo is what run.json records about a run; resuming checks that it
 // matches.
 type RunInfo struct {
-	Env         string  `json:"env"`
-	Suite       string  `json:"suite"`
-	Method      string  `json:"method"`
-	Mode        string  `json:"mode"`
-	Model       string  `json:"model"`
-	Seconds     float64 `json:"seconds"`
-	Simulations int     `json:"simulations,omitempty"`
-	Heuristic   string  `json:"heuristic,omitempty"`
-	Batch       int     `json:"batch,omitempty"`
-	NoCollapse  bool    `json:"no_collapse,omitempty"`
-	Rollout     int     `json:"rollout,omitempty"`
-	RolloutTemp float64 `json:"rollout_temperature,omitempty"`
-	Seed        uint64  `json:"seed"`
-	MaxActions  int     `json:"max_actions"`
-	OmitStatic  bool    `json:"omit_static,omitempty"`
-	NoRevisit   bool    `json:"no_revisit,omitempty"`
+	Env                string  `json:"env"`
+	Suite              string  `json:"suite"`
+	Method             string  `json:"method"`
+	Mode               string  `json:"mode"`
+	Model              string  `json:"model"`
+	Seconds            float64 `json:"seconds"`
+	Simulations        int     `json:"simulations,omitempty"`
+	Heuristic          string  `json:"heuristic,omitempty"`
+	Batch              int     `json:"batch,omitempty"`
+	NoCollapse         bool    `json:"no_collapse,omitempty"`
+	Rollout            int     `json:"rollout,omitempty"`
+	RolloutTemperature float64 `json:"rollout_temperature,omitempty"`
+	Seed               uint64  `json:"seed"`
+	MaxActions         int     `json:"max_actions"`
+	OmitStatic         bool    `json:"omit_static,omitempty"`
+	NoRevisit          bool    `json:"no_revisit,omitempty"`
 	// Perception is Phase I's perception method (two-phase runs).
 	Perception string `json:"perception,omitempty"`
 	// Split is the dataset split the tasks come from (ALFWorld
@@ -214,7 +214,7 @@ func (c *Config) normalize() error {
 
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
-		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemp: c.RolloutTemperature, Seed: c.Seed,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemperature: c.RolloutTemperature, Seed: c.Seed,
 		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
@@ -352,9 +352,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if old.NoRevisit != info.NoRevisit {
 			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
 		}
-		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout || old.RolloutTemp != info.RolloutTemp {
+		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout || old.RolloutTemperature != info.RolloutTemperature {
 			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v, rollout %d, rollout temperature %g; use another --out for batch %d, no_collapse %v, rollout %d, rollout temperature %g",
-				dir, old.Batch, old.NoCollapse, old.Rollout, old.RolloutTemp, info.Batch, info.NoCollapse, info.Rollout, info.RolloutTemp)
+				dir, old.Batch, old.NoCollapse, old.Rollout, old.RolloutTemperature, info.Batch, info.NoCollapse, info.Rollout, info.RolloutTemperature)
 		}
 		return nil
 	}

@@ -533,7 +533,7 @@ func TestCheckRunInfoResume(t *testing.T) {
 		{"search batch 1", func(r *RunInfo) { r.Batch = 1 }, "batch 0, no_collapse false"},
 		{"no_collapse on", func(r *RunInfo) { r.NoCollapse = true }, "batch 0, no_collapse false"},
 		{"rollouts", func(r *RunInfo) { r.Rollout = 50 }, "rollout 0, rollout temperature 0; use another --out"},
-		{"sampled rollouts", func(r *RunInfo) { r.RolloutTemp = 1 }, "rollout temperature 0; use another --out"},
+		{"sampled rollouts", func(r *RunInfo) { r.RolloutTemperature = 1 }, "rollout temperature 0; use another --out"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -154,9 +154,10 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 		if len(reqs) == 0 {
 			break
 		}
-		if s.spent() {
-			// The rollouts still running leave their leaves the static
-			// value; the search stops before its next selection.
+		if _, done := s.stopReason(); done {
+			// A budget is spent, the context is done or a rollout found
+			// the goal: the rollouts still running leave their leaves the
+			// static value, and the search stops before its next selection.
 			break
 		}
 		res, err := s.lm.Eval(s.ctx, reqs)

@@ -308,7 +308,9 @@ func (s *searcher) run(prompt []int32) (string, error) {
 	}
 }
 
-// stopReason checks the budget, the context and the goal.
+// stopReason checks the budget, the context and the goal: between batches,
+// and between the rollout steps of a batch (so long rollouts of a slow
+// model do not run past the budget).
 func (s *searcher) stopReason() (string, bool) {
 	switch {
 	case s.solution != nil && !s.opts.Exhaust:
@@ -327,15 +329,6 @@ func (s *searcher) stopReason() (string, bool) {
 		return StopMemory, true
 	}
 	return "", false
-}
-
-// spent reports whether the time or token budget is used up or the
-// context is done: checked between a batch's rollout steps too, so long
-// rollouts of a slow model do not run past the budget.
-func (s *searcher) spent() bool {
-	return s.ctx.Err() != nil ||
-		(s.opts.Time > 0 && time.Since(s.start) >= s.opts.Time) ||
-		(s.opts.Tokens > 0 && s.stats.EvaluatedTokens >= s.opts.Tokens)
 }
 
 // selectBatch selects up to Batch distinct fresh leaves, each adding a

@@ -101,8 +101,7 @@ with no forward pass, which says how much a model's prior adds.`,
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
 				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, Batch: batch, NoCollapse: noCollapse, Rollout: rollout,
-				RolloutTemperature: rolloutTemp,
-				Heuristic:          heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
+				RolloutTemperature: rolloutTemp, Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
 				OmitStatic: omitStatic, NoRevisit: noRevisit,
 				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
 			}
