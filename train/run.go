@@ -210,6 +210,12 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
+	// A BLAS that cannot load fails now, not after the demonstrations.
+	restore, err := useBLAS(o.Train.BLAS)
+	if err != nil {
+		return nil, err
+	}
+	restore()
 	prompt := decoder.PromptOptions{Compact: true}
 	src, err := o.sources()
 	if err != nil {
