@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/train"
 )
 
@@ -21,6 +23,7 @@ func newTrainCmd() *cobra.Command {
 	var (
 		o                       train.RunOptions
 		datasets, blasName      string
+		probe                   string
 		layers, dim, heads, ffn int
 		steps, batch, evalEvery int
 		workers                 int
@@ -71,7 +74,7 @@ gradients summed in one order; --dagger rollouts run on that many engines of
 the policy at once, one thread each, gathered in task order).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.Out == "" {
+			if o.Out == "" && probe == "" {
 				return errors.New("train: --out is required")
 			}
 			ds, err := datasetsDir(datasets)
@@ -79,6 +82,9 @@ the policy at once, one thread each, gathered in task order).`,
 				return err
 			}
 			o.ALFWorld = filepath.Join(ds, "alfworld", "valid_train")
+			if probe != "" {
+				return runProbe(cmd, o, probe)
+			}
 			o.PlanBench = filepath.Join(ds, "planbench-blocksworld")
 			if vh {
 				o.VirtualHome = filepath.Join(ds, "virtualhome")
@@ -134,8 +140,40 @@ the policy at once, one thread each, gathered in task order).`,
 	f.BoolVar(&tied, "tied", false, "compute the logits with the token embedding (tied output weights) instead of a projection of its own")
 	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
 	f.StringVar(&blasName, "blas", string(train.BLASGonum), "matrix products: gonum (pure Go, the same bits on every machine; the shipped recipe's) or openblas (libopenblas.so.0, about 3x faster per core; bit-identical for any --workers on one machine, but OpenBLAS picks kernels by CPU)")
+	f.StringVar(&probe, "probe", "", "train nothing: say whether a prior (GGUF) reads the goal's object, at the first take of each ALFWorld training game (teacher-forced), with its own goal and with the goal's object type swapped")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
+}
+
+// runProbe prints train.ProbeGoal of the prior at path over the ALFWorld
+// training games' own goals.
+func runProbe(cmd *cobra.Command, o train.RunOptions, path string) error {
+	ctx := cmd.Context()
+	demos, _, err := train.ALFWorldDemos(ctx, o.ALFWorld, train.DemoOptions{Prompt: decoder.PromptOptions{Compact: true}, Limit: o.Limit})
+	if err != nil {
+		return err
+	}
+	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 1, ContextLength: 4096})
+	if err != nil {
+		return fmt.Errorf("train: --probe: %w", err)
+	}
+	defer lm.Close()
+	if lm.Info().Prompt != decoder.PromptCompact {
+		return fmt.Errorf("train: --probe: %s was not trained on the compact prompt (nesy train's)", path)
+	}
+	r, err := train.ProbeGoal(ctx, lm, demos)
+	if err != nil {
+		return err
+	}
+	if r.Decisions == 0 {
+		return errors.New("train: --probe: no first take with objects of two types at the place")
+	}
+	pct := func(n float64) float64 { return 100 * n / float64(r.Decisions) }
+	fmt.Fprintf(cmd.OutOrStdout(), "%s on ALFWorld valid_train (training split), first take of %d games whose place holds two or more object types:\n"+
+		"  takes the goal's object type: %d (%.1f%%; uniform choice %.1f%%)\n"+
+		"  goal's object type swapped in the prompt, takes the new type: %d (%.1f%%; uniform choice %.1f%%)\n",
+		path, r.Decisions, r.Right, pct(float64(r.Right)), pct(r.Chance), r.Follows, pct(float64(r.Follows)), pct(r.FollowChance))
+	return nil
 }
 
 // trainBar shows the steps with the loss and an ETA.

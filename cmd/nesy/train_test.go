@@ -43,6 +43,17 @@ func TestTrainCLI(t *testing.T) {
 	if _, err := run("train", "--datasets", ds); err == nil {
 		t.Fatal("nesy train without --out: no error")
 	}
+	if out, err := run("train", "--out", t.TempDir(), "--datasets", ds, "--blas", "mkl"); err == nil || !strings.Contains(out+err.Error(), `unknown BLAS "mkl"`) {
+		t.Fatalf("nesy train --blas mkl: %v\n%s", err, out)
+	}
+	// --probe: the trained GGUF is probed on the first 8 training games.
+	if out, err := run("train", "--probe", filepath.Join(dir, train.ModelFile), "--datasets", ds, "--limit", "8"); err != nil ||
+		!strings.Contains(out, "takes the goal's object type:") || !strings.Contains(out, "uniform choice") {
+		t.Fatalf("nesy train --probe: %v\n%s", err, out)
+	}
+	if out, err := run("train", "--probe", filepath.Join(dir, "missing.gguf"), "--datasets", ds, "--limit", "2"); err == nil {
+		t.Fatalf("nesy train --probe of a missing file: no error\n%s", out)
+	}
 	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/*/*/game.tw-pddl"))
 	if len(games) == 0 {
 		t.Fatal("no ALFWorld games")

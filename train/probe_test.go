@@ -1,0 +1,62 @@
+package train
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/prior"
+)
+
+func TestSwapGoalWord(t *testing.T) {
+	for _, tc := range []struct{ in, from, to, want string }{
+		{"Goal: put a pen in drawer.\nState:\n- pen 1 is in/on desk 1\nGoal: put a pen in drawer.\nPlan:", "pen", "book",
+			"Goal: put a book in drawer.\nState:\n- pen 1 is in/on desk 1\nGoal: put a book in drawer.\nPlan:"},
+		{"Goal: put a pencil in drawer.\n- pen 1 is in/on desk 1", "pen", "book", "Goal: put a pencil in drawer.\n- pen 1 is in/on desk 1"},
+		{"Goal: find two cd and put them in safe.", "cd", "creditcard", "Goal: find two creditcard and put them in safe."},
+	} {
+		if got := swapGoalWord(tc.in, tc.from, tc.to); got != tc.want {
+			t.Errorf("swapGoalWord(%q, %q, %q) = %q, want %q", tc.in, tc.from, tc.to, got, tc.want)
+		}
+	}
+}
+
+// TestProbeGoal runs the probe with the shipped prior on training games:
+// its counts are consistent and the same on a second run.
+func TestProbeGoal(t *testing.T) {
+	ds := testenv.Datasets(t)
+	ctx := context.Background()
+	demos, _, err := ALFWorldDemos(ctx, filepath.Join(ds, "alfworld", "valid_train"),
+		DemoOptions{Prompt: decoder.PromptOptions{Compact: true}, Limit: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := prior.Ensure(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 1, ContextLength: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	res, err := ProbeGoal(ctx, lm, demos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res)
+	if res.Decisions < 5 || res.Right > res.Decisions || res.Follows > res.Decisions ||
+		res.Chance <= 0 || res.Chance >= float64(res.Decisions) || res.FollowChance <= 0 || res.FollowChance >= float64(res.Decisions) {
+		t.Fatalf("inconsistent probe over %d demonstrations: %+v", len(demos), res)
+	}
+	again, err := ProbeGoal(ctx, lm, demos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != res {
+		t.Fatalf("a second run gives %+v, the first %+v", again, res)
+	}
+}
