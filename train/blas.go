@@ -106,19 +106,29 @@ func (b *openBLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []
 		C.float(beta), (*C.float)(unsafe.Pointer(&c[0])), C.int(ldc))
 }
 
+// checkBLAS reports whether name is a BLAS that loads, without making
+// gorgonia use it.
+func checkBLAS(name BLAS) error {
+	switch name {
+	case "", BLASGonum:
+		return nil
+	case BLASOpenBLAS:
+		_, err := loadOpenBLAS()
+		return err
+	}
+	return fmt.Errorf("train: unknown BLAS %q (want %q or %q)", name, BLASGonum, BLASOpenBLAS)
+}
+
 // useBLAS makes gorgonia (a process-wide setting of its own) run on the
 // named BLAS and returns the function that puts gonum's back.
 func useBLAS(name BLAS) (restore func(), err error) {
-	switch name {
-	case "", BLASGonum:
-		return func() {}, nil
-	case BLASOpenBLAS:
-		b, err := loadOpenBLAS()
-		if err != nil {
-			return nil, err
-		}
-		G.Use(b)
-		return func() { G.Use(gonum.Implementation{}) }, nil
+	if err := checkBLAS(name); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("train: unknown BLAS %q (want %q or %q)", name, BLASGonum, BLASOpenBLAS)
+	if name != BLASOpenBLAS {
+		return func() {}, nil
+	}
+	b, _ := loadOpenBLAS()
+	G.Use(b)
+	return func() { G.Use(gonum.Implementation{}) }, nil
 }

@@ -211,11 +211,9 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	// A BLAS that cannot load fails now, not after the demonstrations.
-	restore, err := useBLAS(o.Train.BLAS)
-	if err != nil {
+	if err := checkBLAS(o.Train.BLAS); err != nil {
 		return nil, err
 	}
-	restore()
 	prompt := decoder.PromptOptions{Compact: true}
 	src, err := o.sources()
 	if err != nil {

@@ -139,7 +139,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.IntVar(&ffn, "ffn", 256, "feed-forward size")
 	f.BoolVar(&tied, "tied", false, "compute the logits with the token embedding (tied output weights) instead of a projection of its own")
 	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
-	f.StringVar(&blasName, "blas", string(train.BLASGonum), "matrix products: gonum (pure Go, the same bits on every machine; the shipped recipe's) or openblas (libopenblas.so.0, about 3x faster per core; bit-identical for any --workers on one machine, but OpenBLAS picks kernels by CPU)")
+	f.StringVar(&blasName, "blas", string(train.BLASGonum), "matrix products: gonum (pure Go, the same bits on every machine; the shipped recipe's) or openblas (libopenblas.so.0: its matrix products about 3x faster per core, a whole run about 1.5x; bit-identical for any --workers on one machine, but OpenBLAS picks kernels by CPU)")
 	f.StringVar(&probe, "probe", "", "train nothing: say whether a prior (GGUF) reads the goal's object, at the first take of each ALFWorld training game (teacher-forced), with its own goal and with the goal's object type swapped")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
