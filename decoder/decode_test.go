@@ -450,3 +450,33 @@ func TestCompactPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestStateFirstPrompt: the state-first compact prompt is the compact
+// prompt without its first goal line, so the prompts of two goals on one
+// task share every byte up to the goal; Kind and WithKind round-trip.
+func TestStateFirstPrompt(t *testing.T) {
+	for _, tt := range datasetTasks(t, 4) {
+		compact := Messages(tt.Lex, PromptOptions{Goal: "reach the goal.", Compact: true})[0].Content
+		a := Messages(tt.Lex, PromptOptions{Goal: "reach the goal.", Compact: true, StateFirst: true})[0].Content
+		b := Messages(tt.Lex, PromptOptions{Goal: "reach another goal.", Compact: true, StateFirst: true})[0].Content
+		if want := strings.TrimPrefix(compact, "Goal: reach the goal.\n"); a != want {
+			t.Fatalf("%s: state-first prompt\n%q\nwant\n%q", tt.Name, a, want)
+		}
+		cut := strings.LastIndex(a, "Goal: ")
+		if cut < 0 || !strings.HasPrefix(b, a[:cut]) || strings.Count(a, "Goal:") != 1 {
+			t.Fatalf("%s: the two goals' prompts do not share the state:\n%q\n%q", tt.Name, a, b)
+		}
+	}
+	up := Messages(datasetTasks(t, 1)[0].Lex, PromptOptions{Goal: "put a clean apple in fridge.", Compact: true, StateFirst: true, UpperGoal: true})[0].Content
+	if !strings.HasSuffix(up, "\nGoal: PUT A CLEAN APPLE IN FRIDGE.\nPlan:") || strings.Count(up, "Goal:") != 1 {
+		t.Errorf("upper-goal prompt %q", up)
+	}
+	for _, kind := range []string{"", PromptCompact, PromptCompactStateFirst, PromptCompact + PromptUpperGoal, PromptCompactStateFirst + PromptUpperGoal} {
+		if got := (PromptOptions{}).WithKind(kind).Kind(); got != kind {
+			t.Errorf("WithKind(%q).Kind() = %q", kind, got)
+		}
+	}
+	if o := (PromptOptions{Compact: true, StateFirst: true, UpperGoal: true}).WithKind("llama-chat" + PromptUpperGoal); o.Compact || o.StateFirst || o.UpperGoal {
+		t.Errorf("WithKind of an unknown kind keeps the compact prompt: %+v", o)
+	}
+}

@@ -52,12 +52,61 @@ type PromptOptions struct {
 	// forms, object list or instructions. System, Observation, OmitStatic,
 	// OmitState and End are ignored.
 	Compact bool
+	// StateFirst, with Compact, leaves out the first goal line: the state,
+	// then the goal, then "Plan:" (PromptCompactStateFirst). The prompts of
+	// several goals on one scene then share every token up to the goal, so
+	// a trainer can pack them on one copy of the state, and a server can
+	// reuse the state's KV cache across goals.
+	StateFirst bool
+	// UpperGoal, with Compact, writes the goal's lines in capitals, so
+	// that the goal's words are tokens of their own, never the state's or
+	// the plan's: a small prior finds them by what they are, wherever the
+	// goal stands (PromptUpperGoal).
+	UpperGoal bool
 }
 
 // PromptCompact is the models.Info.Prompt of a model trained on the
 // compact prompt (PromptOptions.Compact): the planner selects it for such
 // a model, so the prompt a prior is used with is the one it was trained on.
 const PromptCompact = "compact"
+
+// PromptCompactStateFirst is the models.Info.Prompt of a model trained on
+// the compact prompt with the state before the goal
+// (PromptOptions.StateFirst).
+const PromptCompactStateFirst = "compact-state-first"
+
+// PromptUpperGoal is the suffix of the models.Info.Prompt of a model
+// trained on a compact prompt whose goal is in capitals
+// (PromptOptions.UpperGoal), e.g. "compact-state-first-upper-goal".
+const PromptUpperGoal = "-upper-goal"
+
+// Kind returns the models.Info.Prompt value of a model trained on the
+// prompts o builds: PromptCompact or PromptCompactStateFirst, with
+// PromptUpperGoal appended for UpperGoal, or "" for the full prompt.
+func (o PromptOptions) Kind() string {
+	if !o.Compact {
+		return ""
+	}
+	kind := PromptCompact
+	if o.StateFirst {
+		kind = PromptCompactStateFirst
+	}
+	if o.UpperGoal {
+		kind += PromptUpperGoal
+	}
+	return kind
+}
+
+// WithKind returns o set up for a model whose models.Info.Prompt is kind
+// (a Kind value): Compact, StateFirst and UpperGoal as the kind says (the
+// full prompt for any other value, as for models not trained by nesy).
+func (o PromptOptions) WithKind(kind string) PromptOptions {
+	base, upper := strings.CutSuffix(kind, PromptUpperGoal)
+	o.Compact = base == PromptCompact || base == PromptCompactStateFirst
+	o.StateFirst = base == PromptCompactStateFirst
+	o.UpperGoal = o.Compact && upper
+	return o
+}
 
 // Prompt is a rendered, tokenized planning prompt.
 type Prompt struct {
@@ -83,7 +132,13 @@ func Messages(lex *lexicon.Bound, opts PromptOptions) []models.Message {
 		if goal == "" {
 			goal = strings.TrimSpace(goalText(lex, opts.GoalAlternatives))
 		}
-		b.WriteString("Goal: " + goal + "\nState:\n")
+		if opts.UpperGoal {
+			goal = strings.ToUpper(goal)
+		}
+		if !opts.StateFirst {
+			b.WriteString("Goal: " + goal + "\n")
+		}
+		b.WriteString("State:\n")
 		for _, line := range compactState(lex) {
 			b.WriteString("- " + line + "\n")
 		}
