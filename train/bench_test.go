@@ -31,7 +31,7 @@ func BenchmarkTrainSequence(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				r.sync()
-				if _, _, err := r.run(ex, 1, out); err != nil {
+				if _, _, err := r.run(itemOf(ex), 1, out); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -69,7 +69,7 @@ func BenchmarkTrainShippedShape(b *testing.B) {
 			out := newExOut(p)
 			for b.Loop() {
 				r.sync()
-				if _, _, err := r.run(ex, 1, out); err != nil {
+				if _, _, err := r.run(itemOf(ex), 1, out); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,7 +12,11 @@ import (
 // (starting at position 0), with logits for rows selected positions.
 //
 // Inputs: x (seq x dim) the token embeddings, gathered outside the graph
-// (its gradient is scattered back into the embedding); sel (rows x seq)
+// (its gradient is scattered back into the embedding); the layout (mask,
+// seq x seq: 0 where a position may attend to another, -1e9 where not;
+// and the rotary tables of each position's rotary position, see
+// graph.setLayout), so that one sequence can hold several that share a
+// prefix (a packed item); sel (rows x seq)
 // one-hot rows picking the positions whose logits are computed. With
 // targets (rows x vocab) it also computes the loss: the sum over rows of
 // -log p(target) weighted by the target rows (one-hot times the row's
@@ -30,6 +34,16 @@ type graph struct {
 	byParam map[*Param]*G.Node
 	seq     int
 	rows    int
+	// The layout's inputs and their backing (setLayout fills them).
+	mask, cosK, sinK, cosQ, sinQ *G.Node
+	maskData                     []float32
+	cosKData, sinKData           []float32
+	cosQData, sinQData           []float32
+	// ropeCos and ropeSin are the rotary tables of positions 0..seq-1
+	// (seq x headDim), the rows setLayout copies for the keys; ropeCosQ and
+	// ropeSinQ the queries', with 1/sqrt(headDim) folded in.
+	ropeCos, ropeSin   []float32
+	ropeCosQ, ropeSinQ []float32
 }
 
 // newGraph builds the graph of p for seq positions and rows logit rows;
@@ -70,40 +84,44 @@ func newGraph(p *Params, seq, rows int, withLoss bool) (*graph, error) {
 		return n
 	}
 
-	// Constants: row means and broadcasts by matrix products, the causal
-	// mask, the rotary tables.
+	// Constants: row means and broadcasts by matrix products, the rotary
+	// tables; the layout's inputs (causal until setLayout says otherwise).
 	meanD := constant("meanD", c.Dim, 1, fill(c.Dim, 1/float32(c.Dim)))
 	onesD := constant("onesD", 1, c.Dim, fill(c.Dim, 1))
 	onesT := constant("onesT", seq, 1, fill(seq, 1))
 	epsN := G.NewScalar(g, dt, G.WithName("eps"), G.WithValue(float32(eps)))
-	mask := make([]float32, seq*seq)
-	for i := range seq {
-		for j := i + 1; j < seq; j++ {
-			mask[i*seq+j] = -1e9
-		}
-	}
-	maskN := constant("mask", seq, seq, mask)
-	cosT, sinT := make([]float32, seq*hd), make([]float32, seq*hd)
-	cosQ, sinQ := make([]float32, seq*hd), make([]float32, seq*hd)
 	scale := 1 / math.Sqrt(float64(hd))
+	gr.ropeCos, gr.ropeSin = make([]float32, seq*hd), make([]float32, seq*hd)
+	gr.ropeCosQ, gr.ropeSinQ = make([]float32, seq*hd), make([]float32, seq*hd)
 	for t := range seq {
 		for i := 0; i < hd; i += 2 {
 			theta := float64(t) * math.Pow(float64(c.ropeBase()), -float64(i)/float64(hd))
 			cs, sn := math.Cos(theta), math.Sin(theta)
 			for _, k := range []int{i, i + 1} {
-				cosT[t*hd+k], sinT[t*hd+k] = float32(cs), float32(sn)
-				cosQ[t*hd+k], sinQ[t*hd+k] = float32(cs*scale), float32(sn*scale)
+				gr.ropeCos[t*hd+k], gr.ropeSin[t*hd+k] = float32(cs), float32(sn)
+				gr.ropeCosQ[t*hd+k], gr.ropeSinQ[t*hd+k] = float32(cs*scale), float32(sn*scale)
 			}
 		}
 	}
+	input := func(name string, rows, cols int) (*G.Node, []float32) {
+		data := make([]float32, rows*cols)
+		n := G.NewMatrix(g, dt, G.WithShape(rows, cols), G.WithName(name),
+			G.WithValue(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data))))
+		return n, data
+	}
+	gr.mask, gr.maskData = input("mask", seq, seq)
+	gr.cosK, gr.cosKData = input("cosK", seq, hd)
+	gr.sinK, gr.sinKData = input("sinK", seq, hd)
+	gr.cosQ, gr.cosQData = input("cosQ", seq, hd)
+	gr.sinQ, gr.sinQData = input("sinQ", seq, hd)
+	gr.setLayout(nil, nil)
+	maskN, cosKN, sinKN, cosQN, sinQN := gr.mask, gr.cosK, gr.sinK, gr.cosQ, gr.sinQ
 	rot := make([]float32, hd*hd) // (x R)[2i] = -x[2i+1], (x R)[2i+1] = x[2i]
 	for i := 0; i < hd; i += 2 {
 		rot[(i+1)*hd+i] = -1
 		rot[i*hd+i+1] = 1
 	}
 	rotN := constant("rot", hd, hd, rot)
-	cosKN, sinKN := constant("cosK", seq, hd, cosT), constant("sinK", seq, hd, sinT)
-	cosQN, sinQN := constant("cosQ", seq, hd, cosQ), constant("sinQ", seq, hd, sinQ)
 	rope := func(x, cs, sn *G.Node) *G.Node {
 		return must(G.Add(must(G.HadamardProd(x, cs)), must(G.HadamardProd(must(G.Mul(x, rotN)), sn))))
 	}
@@ -211,4 +229,40 @@ func gather(p *Params, tokens []int32, seq int) []float32 {
 		copy(x[i*d:(i+1)*d], e[int(t)*d:(int(t)+1)*d])
 	}
 	return x
+}
+
+// setLayout fills the graph's mask and rotary inputs for one sequence: pos
+// are its positions' rotary positions and branch their branches (0: the
+// shared prefix, seen by every later position; k > 0: seen only by later
+// positions of branch k), as an item packs several examples on one copy of
+// their shared prompt. Positions past len(pos) (padding) are causal, of
+// branch 0 and at their own index: no position of the sequence sees them.
+// nil, nil is one plain causal sequence.
+func (gr *graph) setLayout(pos, branch []int32) {
+	seq, hd := gr.seq, len(gr.ropeCos)/gr.seq
+	br := func(i int) int32 {
+		if i < len(branch) {
+			return branch[i]
+		}
+		return 0
+	}
+	for i := range seq {
+		row := gr.maskData[i*seq : (i+1)*seq]
+		bi := br(i)
+		for j := range row {
+			if j <= i && (br(j) == 0 || br(j) == bi) {
+				row[j] = 0
+			} else {
+				row[j] = -1e9
+			}
+		}
+		p := i
+		if i < len(pos) {
+			p = int(pos[i])
+		}
+		copy(gr.cosKData[i*hd:(i+1)*hd], gr.ropeCos[p*hd:(p+1)*hd])
+		copy(gr.sinKData[i*hd:(i+1)*hd], gr.ropeSin[p*hd:(p+1)*hd])
+		copy(gr.cosQData[i*hd:(i+1)*hd], gr.ropeCosQ[p*hd:(p+1)*hd])
+		copy(gr.sinQData[i*hd:(i+1)*hd], gr.ropeSinQ[p*hd:(p+1)*hd])
+	}
 }

@@ -143,7 +143,7 @@ func TestMaskedLoss(t *testing.T) {
 		if masked {
 			x.Allowed = allowed
 		}
-		got, n, err := r.run(x, 1, nil)
+		got, n, err := r.run(itemOf(x), 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,13 +188,13 @@ func TestGradients(t *testing.T) {
 			}
 			out := newExOut(p)
 			r.sync()
-			if _, _, err := r.run(ex, 1, out); err != nil {
+			if _, _, err := r.run(itemOf(ex), 1, out); err != nil {
 				t.Fatal(err)
 			}
 			out.addTo(grads, p.Config.Dim)
 			loss := func() float64 {
 				r.sync()
-				l, _, err := r.run(ex, 1, nil)
+				l, _, err := r.run(itemOf(ex), 1, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -129,13 +129,18 @@ func ProbeGoal(ctx context.Context, lm models.LM, demos []Demo) (GoalProbe, erro
 }
 
 // swapGoalWord replaces the word from by to in the "Goal:" lines of a
-// compact prompt.
+// compact prompt, in capitals where the goal is (UpperGoal).
 func swapGoalWord(content, from, to string) string {
-	word := regexp.MustCompile(`\b` + regexp.QuoteMeta(from) + `\b`)
+	word := regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(from) + `\b`)
 	ls := strings.Split(content, "\n")
 	for i, l := range ls {
 		if strings.HasPrefix(l, "Goal:") {
-			ls[i] = word.ReplaceAllString(l, to)
+			ls[i] = word.ReplaceAllStringFunc(l, func(m string) string {
+				if m != strings.ToLower(m) {
+					return strings.ToUpper(to)
+				}
+				return to
+			})
 		}
 	}
 	return strings.Join(ls, "\n")

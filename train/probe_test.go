@@ -17,6 +17,8 @@ func TestSwapGoalWord(t *testing.T) {
 			"Goal: put a book in drawer.\nState:\n- pen 1 is in/on desk 1\nGoal: put a book in drawer.\nPlan:"},
 		{"Goal: put a pencil in drawer.\n- pen 1 is in/on desk 1", "pen", "book", "Goal: put a pencil in drawer.\n- pen 1 is in/on desk 1"},
 		{"Goal: find two cd and put them in safe.", "cd", "creditcard", "Goal: find two creditcard and put them in safe."},
+		{"State:\n- pen 1 is in/on desk 1\nGoal: PUT A PEN IN DRAWER.\nPlan:", "pen", "book", "State:\n- pen 1 is in/on desk 1\nGoal: PUT A BOOK IN DRAWER.\nPlan:"},
+		{"Goal: PUT A PENCIL IN DRAWER.", "pen", "book", "Goal: PUT A PENCIL IN DRAWER."},
 	} {
 		if got := swapGoalWord(tc.in, tc.from, tc.to); got != tc.want {
 			t.Errorf("swapGoalWord(%q, %q, %q) = %q, want %q", tc.in, tc.from, tc.to, got, tc.want)

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,6 +70,15 @@ type RunOptions struct {
 	// (ConstrainedSets), as the planner uses the prior; false: over the
 	// whole vocabulary.
 	Masked bool
+	// StateFirst trains on the state-first compact prompt
+	// (decoder.PromptOptions.StateFirst; the GGUF says
+	// decoder.PromptCompactStateFirst), whose goals on one scene share the
+	// state's tokens, so that Options.Pack can pack them; false: the
+	// compact prompt, goal before and after the state.
+	StateFirst bool
+	// UpperGoal writes the prompt's goal in capitals
+	// (decoder.PromptOptions.UpperGoal).
+	UpperGoal bool
 	// Merges bounds the tokenizer's BPE merges.
 	Merges int
 	// Seed seeds the weights and the data order.
@@ -91,6 +101,11 @@ const (
 	DemosFile      = "demos.json"
 )
 
+// DefaultPackSeq is the training sequence's positions when examples are
+// packed (Options.Pack) and RunOptions.Train.Seq is 0 (at least the
+// longest example's).
+const DefaultPackSeq = 1024
+
 // maxHeldOut bounds the examples the held-out loss is evaluated on.
 const maxHeldOut = 96
 
@@ -107,8 +122,10 @@ type demoCache struct {
 	Blocksworld  int  `json:",omitempty"`
 	VirtualHome  bool `json:",omitempty"`
 	Seed         uint64
-	Demos        []Demo
-	Unsolved     []string
+	// Prompt is the prompt's decoder kind ("" in older files: compact).
+	Prompt   string `json:",omitempty"`
+	Demos    []Demo
+	Unsolved []string
 }
 
 // loadDemos returns the demonstrations of o, from o.Out's DemosFile when it
@@ -119,7 +136,8 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 	if data, err := os.ReadFile(path); err == nil {
 		var c demoCache
 		if json.Unmarshal(data, &c) == nil && c.Version == demoCacheVersion && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed &&
-			c.Blocksworld == o.Blocksworld && c.VirtualHome == (o.VirtualHome != "") && len(c.Demos) > 0 {
+			c.Blocksworld == o.Blocksworld && c.VirtualHome == (o.VirtualHome != "") && len(c.Demos) > 0 &&
+			cmp.Or(c.Prompt, decoder.PromptCompact) == prompt.Kind() {
 			logf("demonstrations: %d read from %s", len(c.Demos), path)
 			return c.Demos, c.Unsolved, nil
 		}
@@ -158,7 +176,7 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 		demos, unsolved = append(demos, ds...), append(unsolved, us...)
 	}
 	data, err := json.Marshal(demoCache{Version: demoCacheVersion, Limit: o.Limit, Goals: o.Goals, Blocksworld: o.Blocksworld,
-		VirtualHome: o.VirtualHome != "", Seed: o.Seed, Demos: demos, Unsolved: unsolved})
+		VirtualHome: o.VirtualHome != "", Seed: o.Seed, Prompt: prompt.Kind(), Demos: demos, Unsolved: unsolved})
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}
@@ -214,7 +232,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if err := checkBLAS(o.Train.BLAS); err != nil {
 		return nil, err
 	}
-	prompt := decoder.PromptOptions{Compact: true}
+	prompt := decoder.PromptOptions{Compact: true, StateFirst: o.StateFirst, UpperGoal: o.UpperGoal}
 	src, err := o.sources()
 	if err != nil {
 		return nil, err
@@ -248,7 +266,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	path := filepath.Join(o.Out, ModelFile)
 	// The initial model tokenizes and renders the demonstrations as the
 	// engine will the trained one's prompts.
-	if err := writeGGUF(p, tok, path); err != nil {
+	if err := writeGGUF(p, tok, path, prompt.Kind()); err != nil {
 		return nil, err
 	}
 	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
@@ -290,19 +308,22 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	to := o.Train
 	if to.Seq == 0 {
 		to.Seq = longest
+		if to.Pack > 1 {
+			to.Seq = max(longest, DefaultPackSeq)
+		}
 	}
 	if to.Checkpoint == "" {
 		to.Checkpoint = filepath.Join(o.Out, CheckpointFile)
 	}
 	logf("examples: %d training, %d held out; longest %d tokens", len(tr), len(held), longest)
 	if to.Snapshot == nil {
-		to.Snapshot = func() error { return writeGGUF(p, tok, path) }
+		to.Snapshot = func() error { return writeGGUF(p, tok, path, prompt.Kind()) }
 	}
 	res, err := Train(ctx, p, tr, held, to)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeGGUF(p, tok, path); err != nil {
+	if err := writeGGUF(p, tok, path, prompt.Kind()); err != nil {
 		return nil, err
 	}
 	if err := Plot(res, filepath.Join(o.Out, PlotFile)); err != nil {
@@ -423,14 +444,14 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	return dd, nil
 }
 
-// writeGGUF writes p with tok to path, marked as trained on the compact
-// prompt; the context holds four times the longest training example.
-func writeGGUF(p *Params, tok *gguf.Tokenizer, path string) error {
+// writeGGUF writes p with tok to path, marked as trained on the prompt of
+// kind (decoder.PromptOptions.Kind).
+func writeGGUF(p *Params, tok *gguf.Tokenizer, path, kind string) error {
 	spec, err := p.Spec(tok, "nesy-prior")
 	if err != nil {
 		return err
 	}
-	spec.Meta = map[string]string{models.PromptKey: decoder.PromptCompact}
+	spec.Meta = map[string]string{models.PromptKey: kind}
 	// Written aside and renamed: a model being read (a snapshot tried while
 	// training goes on) is never half-written.
 	tmp := path + ".tmp"

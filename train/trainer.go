@@ -29,6 +29,15 @@ type Options struct {
 	// Seq is the positions of the training graph: longer examples are
 	// left out (counted in Result.Skipped).
 	Seq int
+	// Pack is the most training examples one sequence holds (0 or 1: one):
+	// examples of one scene whose prompts share their first tokens (the
+	// state-first compact prompt's state, decoder.PromptOptions.StateFirst)
+	// are packed on one copy of those tokens, each continuing in a branch
+	// of its own that sees the shared tokens and its own (pack), up to Seq
+	// positions. Each example's loss and gradient are those it has alone;
+	// a step then covers several examples for little more than one's cost.
+	// The held-out loss is always on single examples.
+	Pack int
 	// Checkpoint is a file written every EvalEvery steps and at the end;
 	// with Resume, training continues from it. "" writes none.
 	Checkpoint string
@@ -68,6 +77,9 @@ type Point struct {
 type Result struct {
 	Train, HeldOut []Point
 	Skipped        int // examples longer than Options.Seq
+	// Sequences are the training sequences the examples make (fewer than
+	// the examples when Options.Pack packs them).
+	Sequences int
 }
 
 // checkpoint is the state Train resumes from.
@@ -226,52 +238,53 @@ func (o *exOut) addTo(grads [][]float32, dim int) {
 	}
 }
 
-// run computes the loss of ex (its plan tokens weighted by w each) and,
-// when out is not nil, stores its gradients there (exOut.addTo adds them
-// up). It returns the summed loss and the number of plan tokens.
-func (r *runner) run(ex Example, w float32, out *exOut) (float64, int, error) {
+// run computes the loss of it (its rows weighted by w each) and, when out
+// is not nil, stores its gradients there (exOut.addTo adds them up). It
+// returns the summed loss and the number of rows.
+func (r *runner) run(it item, w float32, out *exOut) (float64, int, error) {
 	c := r.p.Config
 	seq := r.gr.seq
-	if len(ex.Tokens) > seq {
-		return 0, 0, fmt.Errorf("train: %s has %d tokens, the graph %d", ex.ID, len(ex.Tokens), seq)
+	if len(it.tokens) > seq || len(it.rows) > r.rows {
+		return 0, 0, fmt.Errorf("train: %s has %d tokens and %d rows, the graph %d and %d", it.id, len(it.tokens), len(it.rows), seq, r.rows)
 	}
 	clear(r.sel)
 	clear(r.target)
 	clear(r.allow)
-	n := 0
-	// Position i predicts token i+1: rows for the plan's tokens.
-	for i := ex.PlanStart - 1; i+1 < len(ex.Tokens) && n < r.rows; i++ {
-		r.sel[n*seq+i] = 1
-		r.target[n*c.Vocab+int(ex.Tokens[i+1])] = w
-		if n < len(ex.Allowed) {
-			row := r.allow[n*c.Vocab : (n+1)*c.Vocab]
-			for j := range row {
-				row[j] = -1e9
+	for n, row := range it.rows {
+		r.sel[n*seq+row.at] = 1
+		r.target[n*c.Vocab+int(row.target)] = w
+		if row.allowed != nil {
+			a := r.allow[n*c.Vocab : (n+1)*c.Vocab]
+			for j := range a {
+				a[j] = -1e9
 			}
-			for _, t := range ex.Allowed[n] {
-				row[t] = 0
+			for _, t := range row.allowed {
+				a[t] = 0
 			}
 		}
-		n++
 	}
-	x := gather(r.p, ex.Tokens, seq)
+	r.gr.setLayout(it.pos, it.branch)
+	hd := c.headDim()
+	x := gather(r.p, it.tokens, seq)
 	for _, in := range []struct {
 		node *G.Node
 		data []float32
 		rows int
 		cols int
-	}{{r.gr.x, x, seq, c.Dim}, {r.gr.sel, r.sel, r.rows, seq}, {r.gr.target, r.target, r.rows, c.Vocab}, {r.gr.allow, r.allow, r.rows, c.Vocab}} {
+	}{{r.gr.x, x, seq, c.Dim}, {r.gr.sel, r.sel, r.rows, seq}, {r.gr.target, r.target, r.rows, c.Vocab}, {r.gr.allow, r.allow, r.rows, c.Vocab},
+		{r.gr.mask, r.gr.maskData, seq, seq}, {r.gr.cosK, r.gr.cosKData, seq, hd}, {r.gr.sinK, r.gr.sinKData, seq, hd},
+		{r.gr.cosQ, r.gr.cosQData, seq, hd}, {r.gr.sinQ, r.gr.sinQData, seq, hd}} {
 		if err := G.Let(in.node, tensor.New(tensor.WithShape(in.rows, in.cols), tensor.WithBacking(in.data))); err != nil {
 			return 0, 0, fmt.Errorf("train: %w", err)
 		}
 	}
 	defer r.vm.Reset()
 	if err := r.vm.RunAll(); err != nil {
-		return 0, 0, fmt.Errorf("train: %s: %w", ex.ID, err)
+		return 0, 0, fmt.Errorf("train: %s: %w", it.id, err)
 	}
 	loss := float64(r.gr.loss.Value().Data().(float32))
 	if out == nil {
-		return loss, n, nil
+		return loss, len(it.rows), nil
 	}
 	for i, q := range r.p.List {
 		gn, ok := r.grad[q]
@@ -281,9 +294,9 @@ func (r *runner) run(ex Example, w float32, out *exOut) (float64, int, error) {
 		}
 	}
 	gd := r.gx.Value().Data().([]float32)
-	out.gx = append(out.gx[:0], gd[:len(ex.Tokens)*c.Dim]...)
-	out.tokens = ex.Tokens
-	return loss, n, nil
+	out.gx = append(out.gx[:0], gd[:len(it.tokens)*c.Dim]...)
+	out.tokens = it.tokens
+	return loss, len(it.rows), nil
 }
 
 // Train trains p on train (held out: held) and returns the loss curves.
@@ -330,9 +343,15 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	if len(train) == 0 {
 		return nil, fmt.Errorf("train: no example fits %d positions", o.Seq)
 	}
+	items := pack(train, o.Seq, o.Pack)
+	res.Sequences = len(items)
+	heldItems := make([]item, len(held))
+	for i, x := range held {
+		heldItems[i] = itemOf(x)
+	}
 	rows := 0
-	for _, x := range append(append([]Example(nil), train...), held...) {
-		rows = max(rows, len(x.Tokens)-x.PlanStart)
+	for _, it := range append(append([]item(nil), items...), heldItems...) {
+		rows = max(rows, len(it.rows))
 	}
 	opt := newAdam(p)
 	start := 0
@@ -361,8 +380,8 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		}
 	}()
 	var building sync.Mutex // graphs are built one at a time
-	runnerFor := func(w int, x Example) (*runner, error) {
-		n := min(o.Seq, (len(x.Tokens)+bucket-1)/bucket*bucket)
+	runnerFor := func(w int, it item) (*runner, error) {
+		n := min(o.Seq, (len(it.tokens)+bucket-1)/bucket*bucket)
 		if r, ok := runners[w][n]; ok {
 			return r, nil
 		}
@@ -375,13 +394,13 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		runners[w][n] = r
 		return r, nil
 	}
-	run := func(w int, x Example, wt float32, out *exOut) (float64, int, error) {
-		r, err := runnerFor(w, x)
+	run := func(w int, it item, wt float32, out *exOut) (float64, int, error) {
+		r, err := runnerFor(w, it)
 		if err != nil {
 			return 0, 0, err
 		}
 		r.sync()
-		return r.run(x, wt, out)
+		return r.run(it, wt, out)
 	}
 	// forEach calls f(i, w) for every i < n, worker w taking i = w,
 	// w+workers, ... in turn; it returns the first worker's error.
@@ -412,7 +431,7 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	heldLoss, heldN := make([]float64, len(held)), make([]int, len(held))
 	heldOut := func() (float64, error) {
 		err := forEach(len(held), func(i, w int) (err error) {
-			heldLoss[i], heldN[i], err = run(w, held[i], 1, nil)
+			heldLoss[i], heldN[i], err = run(w, heldItems[i], 1, nil)
 			return err
 		})
 		if err != nil {
@@ -451,16 +470,16 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		}
 		// The batch of a step depends on the seed and the step only, so a
 		// resumed run sees the examples a straight one would.
-		batch := make([]Example, o.Batch)
+		batch := make([]item, o.Batch)
 		for b := range batch {
 			k := step*o.Batch + b
-			epoch, at := k/len(train), k%len(train)
-			perm := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(train))
-			batch[b] = train[perm[at]]
+			epoch, at := k/len(items), k%len(items)
+			perm := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(items))
+			batch[b] = items[perm[at]]
 		}
 		tokens := 0
-		for _, x := range batch {
-			tokens += len(x.Tokens) - x.PlanStart
+		for _, it := range batch {
+			tokens += len(it.rows)
 		}
 		for _, g := range grads {
 			clear(g)

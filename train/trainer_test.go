@@ -257,7 +257,7 @@ func tinyPriorFile(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, str
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := writeGGUF(p, tok, path); err != nil {
+	if err := writeGGUF(p, tok, path, decoder.PromptCompact); err != nil {
 		t.Fatal(err)
 	}
 	return tok, path

@@ -26,6 +26,7 @@ func newTrainCmd() *cobra.Command {
 		probe                   string
 		layers, dim, heads, ffn int
 		steps, batch, evalEvery int
+		pack, seq               int
 		workers                 int
 		lr, clip                float64
 		resume, quiet, tied, vh bool
@@ -90,7 +91,11 @@ the policy at once, one thread each, gathered in task order).`,
 				o.VirtualHome = filepath.Join(ds, "virtualhome")
 			}
 			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn, Tied: tied}
-			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume, Workers: workers, BLAS: train.BLAS(blasName)}
+			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume, Workers: workers, BLAS: train.BLAS(blasName),
+				Pack: pack, Seq: seq}
+			if pack > 1 && !o.StateFirst {
+				return errors.New("train: --pack needs --state-first: the compact prompt's goal comes before the state, so no two goals share their prompt's tokens")
+			}
 			errw := cmd.ErrOrStderr()
 			o.Log = func(format string, a ...any) { fmt.Fprintf(errw, "nesy train: "+format+"\n", a...) }
 			bar := newTrainBar(errw, steps, quiet)
@@ -107,8 +112,8 @@ the policy at once, one thread each, gathered in task order).`,
 				return err
 			}
 			final := res.HeldOut[len(res.HeldOut)-1]
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s: held-out loss %.3f at step %d (%d examples longer than the graph left out) in %s\n",
-				filepath.Join(o.Out, train.ModelFile), filepath.Join(o.Out, train.PlotFile), final.Loss, final.Step, res.Skipped,
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s: held-out loss %.3f at step %d (%d training sequences; %d examples longer than the graph left out) in %s\n",
+				filepath.Join(o.Out, train.ModelFile), filepath.Join(o.Out, train.PlotFile), final.Loss, final.Step, res.Sequences, res.Skipped,
 				time.Since(start).Round(time.Second))
 			return nil
 		},
@@ -141,6 +146,10 @@ the policy at once, one thread each, gathered in task order).`,
 	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
 	f.StringVar(&blasName, "blas", string(train.BLASGonum), "matrix products: gonum (pure Go, the same bits on every machine; the shipped recipe's) or openblas (libopenblas.so.0: its matrix products about 3x faster per core, a whole run about 1.5x; bit-identical for any --workers on one machine, but OpenBLAS picks kernels by CPU)")
 	f.StringVar(&probe, "probe", "", "train nothing: say whether a prior (GGUF) reads the goal's object, at the first take of each ALFWorld training game (teacher-forced), with its own goal and with the goal's object type swapped")
+	f.BoolVar(&o.StateFirst, "state-first", false, "train on the compact prompt with the state before the goal (no goal line first), so that the goals of one scene share the state's tokens (the GGUF says general.nesy.prompt = compact-state-first)")
+	f.BoolVar(&o.UpperGoal, "upper-goal", false, "write the prompt's goal in capitals, so that its words are tokens of their own, never the state's or the plan's (the GGUF's general.nesy.prompt ends in -upper-goal)")
+	f.IntVar(&pack, "pack", 0, "with --state-first, pack up to N demonstrations of one scene into one training sequence on a single copy of their shared state (each sees the state and its own tokens only; its loss and gradient are those it has alone); a step's --batch then counts sequences")
+	f.IntVar(&seq, "seq", 0, "positions of a training sequence (0: the longest demonstration's, with --pack at least 1024)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
 }
@@ -149,17 +158,18 @@ the policy at once, one thread each, gathered in task order).`,
 // training games' own goals.
 func runProbe(cmd *cobra.Command, o train.RunOptions, path string) error {
 	ctx := cmd.Context()
-	demos, _, err := train.ALFWorldDemos(ctx, o.ALFWorld, train.DemoOptions{Prompt: decoder.PromptOptions{Compact: true}, Limit: o.Limit})
-	if err != nil {
-		return err
-	}
 	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 1, ContextLength: 4096})
 	if err != nil {
 		return fmt.Errorf("train: --probe: %w", err)
 	}
 	defer lm.Close()
-	if lm.Info().Prompt != decoder.PromptCompact {
-		return fmt.Errorf("train: --probe: %s was not trained on the compact prompt (nesy train's)", path)
+	prompt := decoder.PromptOptions{}.WithKind(lm.Info().Prompt)
+	if !prompt.Compact {
+		return fmt.Errorf("train: --probe: %s was not trained on a compact prompt (nesy train's)", path)
+	}
+	demos, _, err := train.ALFWorldDemos(ctx, o.ALFWorld, train.DemoOptions{Prompt: prompt, Limit: o.Limit})
+	if err != nil {
+		return err
 	}
 	r, err := train.ProbeGoal(ctx, lm, demos)
 	if err != nil {

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/train"
 )
 
@@ -62,5 +66,64 @@ func TestTrainCLI(t *testing.T) {
 		"--problem", games[0], "--max-actions", "3", "--threads", "1", "--json")
 	if code == 2 || !strings.Contains(out, `"valid":true`) {
 		t.Fatalf("nesy plan with the prior: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestTrainCLIStateFirstPack trains a tiny prior on the state-first prompt
+// with the goal in capitals and a scene's goals packed: the GGUF says its prompt, the run reports
+// fewer training sequences than demonstrations, nesy plan and --probe use
+// it, and --pack without --state-first is refused.
+func TestTrainCLIStateFirstPack(t *testing.T) {
+	ds := testenv.Datasets(t)
+	dir := t.TempDir()
+	run := func(args ...string) (string, error) {
+		cmd := newRootCmd()
+		var o, e bytes.Buffer
+		cmd.SetOut(&o)
+		cmd.SetErr(&e)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return o.String() + e.String(), err
+	}
+	if out, err := run("train", "--out", t.TempDir(), "--datasets", ds, "--pack", "4"); err == nil || !strings.Contains(out+err.Error(), "--pack needs --state-first") {
+		t.Fatalf("nesy train --pack without --state-first: %v\n%s", err, out)
+	}
+	out, err := run("train", "--out", dir, "--datasets", ds, "--limit", "3", "--goals", "4", "--state-first", "--upper-goal", "--pack", "4",
+		"--steps", "2", "--batch", "2", "--eval-every", "2", "--layers", "1", "--dim", "16", "--heads", "2", "--ffn", "16", "--merges", "200", "--quiet")
+	if err != nil {
+		t.Fatalf("nesy train --state-first --pack 4: %v\n%s", err, out)
+	}
+	var seqs, examples int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "examples: "):], "examples: %d training", &examples); err != nil {
+		t.Fatalf("no example count in\n%s", out)
+	}
+	i := strings.Index(out, "held-out loss")
+	if _, err := fmt.Sscanf(out[i:], "held-out loss %f at step 2 (%d training sequences", new(float64), &seqs); err != nil {
+		t.Fatalf("no sequence count in\n%s", out)
+	}
+	if seqs <= 0 || seqs >= examples {
+		t.Errorf("%d training sequences for %d examples: nothing packed", seqs, examples)
+	}
+	path := filepath.Join(dir, train.ModelFile)
+	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := lm.Info().Prompt
+	lm.Close()
+	if want := decoder.PromptCompactStateFirst + decoder.PromptUpperGoal; kind != want {
+		t.Fatalf("the GGUF's prompt is %q, want %q", kind, want)
+	}
+	if out, err := run("train", "--probe", path, "--datasets", ds, "--limit", "6"); err != nil || !strings.Contains(out, "takes the goal's object type:") {
+		t.Fatalf("nesy train --probe of a state-first prior: %v\n%s", err, out)
+	}
+	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/*/*/game.tw-pddl"))
+	if len(games) == 0 {
+		t.Fatal("no ALFWorld games")
+	}
+	out, stderr, code := runPlanCLI(t, "plan", "--model", path, "--method", "cgreedy",
+		"--problem", games[0], "--max-actions", "3", "--threads", "1", "--json")
+	if code == 2 || !strings.Contains(out, `"valid":true`) {
+		t.Fatalf("nesy plan with a state-first prior: exit %d\n%s\n%s", code, out, stderr)
 	}
 }
