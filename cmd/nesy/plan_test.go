@@ -18,12 +18,7 @@ import (
 // the exit status.
 func runPlanCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errb bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
+	out, errb, err := execRoot(args...)
 	code := 0
 	if err != nil {
 		var e exitError
@@ -32,7 +27,19 @@ func runPlanCLI(t *testing.T, args ...string) (string, string, int) {
 		}
 		code = e.code
 	}
-	return out.String(), errb.String(), code
+	return out, errb, code
+}
+
+// execRoot runs the nesy command in-process and returns its stdout, stderr
+// and error.
+func execRoot(args ...string) (string, string, error) {
+	cmd := newRootCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errb.String(), err
 }
 
 // oneShot is a task whose only action reaches the goal: a constrained plan

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +14,13 @@ import (
 	"github.com/nesy-dev/nesy/train"
 )
 
+// runTrainCLI runs the nesy command in-process and returns its stdout and
+// stderr together, and its error.
+func runTrainCLI(args ...string) (string, error) {
+	out, errb, err := execRoot(args...)
+	return out + errb, err
+}
+
 // TestTrainCLI trains a tiny prior on four training games and plans with
 // it: nesy train writes a GGUF, the plot and the checkpoint, --resume
 // continues, and nesy plan loads the prior (with its compact prompt).
@@ -23,15 +29,7 @@ func TestTrainCLI(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"train", "--out", dir, "--datasets", ds, "--limit", "4", "--steps", "4", "--batch", "1",
 		"--eval-every", "2", "--layers", "1", "--dim", "16", "--heads", "2", "--ffn", "16", "--merges", "200", "--quiet"}
-	run := func(args ...string) (string, error) {
-		cmd := newRootCmd()
-		var o, e bytes.Buffer
-		cmd.SetOut(&o)
-		cmd.SetErr(&e)
-		cmd.SetArgs(args)
-		err := cmd.Execute()
-		return o.String() + e.String(), err
-	}
+	run := runTrainCLI
 	out, err := run(args...)
 	if err != nil || !strings.Contains(out, "held-out loss") {
 		t.Fatalf("nesy train: %v\n%s", err, out)
@@ -76,15 +74,7 @@ func TestTrainCLI(t *testing.T) {
 func TestTrainCLIStateFirstPack(t *testing.T) {
 	ds := testenv.Datasets(t)
 	dir := t.TempDir()
-	run := func(args ...string) (string, error) {
-		cmd := newRootCmd()
-		var o, e bytes.Buffer
-		cmd.SetOut(&o)
-		cmd.SetErr(&e)
-		cmd.SetArgs(args)
-		err := cmd.Execute()
-		return o.String() + e.String(), err
-	}
+	run := runTrainCLI
 	if out, err := run("train", "--out", t.TempDir(), "--datasets", ds, "--pack", "4"); err == nil || !strings.Contains(out+err.Error(), "--pack needs --state-first") {
 		t.Fatalf("nesy train --pack without --state-first: %v\n%s", err, out)
 	}
