@@ -265,11 +265,15 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	logf("model: %d tokens, %d parameters (%d layers, %d wide, %d heads, FFN %d)", cfg.Vocab, p.Count(), cfg.Layers, cfg.Dim, cfg.Heads, cfg.FFN)
 	path := filepath.Join(o.Out, ModelFile)
 	// The initial model tokenizes and renders the demonstrations as the
-	// engine will the trained one's prompts.
-	if err := writeGGUF(p, tok, path, prompt.Kind()); err != nil {
+	// engine will the trained one's prompts. It is written aside, so that
+	// a trained prior.gguf (a run resumed in its folder) is replaced only
+	// by the first snapshot, never by untrained weights.
+	initPath := filepath.Join(o.Out, ".initial-"+ModelFile)
+	if err := writeGGUF(p, tok, initPath, prompt.Kind()); err != nil {
 		return nil, err
 	}
-	lm, err := models.Load(ctx, path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	lm, err := models.Load(ctx, initPath, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	os.Remove(initPath) // the engine holds what it needs once loaded
 	if err != nil {
 		return nil, fmt.Errorf("train: loading the initial model: %w", err)
 	}
