@@ -44,6 +44,10 @@ type graph struct {
 	// ropeSinQ the queries', with 1/sqrt(headDim) folded in.
 	ropeCos, ropeSin   []float32
 	ropeCosQ, ropeSinQ []float32
+	// plain says the layout inputs hold one plain causal sequence, so
+	// that setLayout(nil, nil) has nothing to do (unpacked examples, the
+	// common case, skip refilling the seq x seq mask on every run).
+	plain bool
 }
 
 // newGraph builds the graph of p for seq positions and rows logit rows;
@@ -239,6 +243,10 @@ func gather(p *Params, tokens []int32, seq int) []float32 {
 // branch 0 and at their own index: no position of the sequence sees them.
 // nil, nil is one plain causal sequence.
 func (gr *graph) setLayout(pos, branch []int32) {
+	if pos == nil && branch == nil && gr.plain {
+		return
+	}
+	gr.plain = pos == nil && branch == nil
 	seq, hd := gr.seq, len(gr.ropeCos)/gr.seq
 	br := func(i int) int32 {
 		if i < len(branch) {

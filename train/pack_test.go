@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// packExamples are three examples of one scene whose prompts share their
-// first five tokens (the third's prompt ends at 7, where a DAgger prefix
-// begins), one of another scene, and one of the first scene again.
+// packExamples are two examples of one scene whose prompts share their
+// first five tokens, one of another scene, and a third of the first scene
+// (its prompt ends at 7, where a DAgger prefix begins).
 func packExamples() []Example {
 	return []Example{
 		{ID: "a", Scene: "s", Tokens: []int32{1, 4, 7, 2, 9, 3, 5, 6, 7, 8}, PlanStart: 6},
@@ -124,6 +124,19 @@ func TestPackedEqualsSeparate(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.addTo(packedG, p.Config.Dim)
+	// The runner's graph goes back to one causal sequence after a packed
+	// item: the losses alone are the same again.
+	again := 0.0
+	for _, x := range []Example{xs[0], xs[1], xs[3]} {
+		l, _, err := r.run(itemOf(x), 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again += l
+	}
+	if again != lossAlone {
+		t.Errorf("alone after a packed item: loss %.6f, before %.6f", again, lossAlone)
+	}
 	if n != 4+2+2 {
 		t.Errorf("%d loss rows, want 8", n)
 	}
