@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
 	"github.com/nesy-dev/nesy/models"
@@ -117,6 +118,9 @@ type Config struct {
 	// NoRevisit keeps constrained plans from returning to a state they have
 	// been in (planner.Options.NoRevisit).
 	NoRevisit bool
+	// End says where a constrained plan may end (planner.Options.End):
+	// at any action boundary (the zero value) or only once the goal holds.
+	End constraint.EndPolicy
 	// Explore configures Phase I (two-phase mode).
 	Explore explore.Options
 	// Progress, when not nil, is called after every task (and once at the
@@ -153,6 +157,9 @@ type RunInfo struct {
 	MaxActions         int     `json:"max_actions"`
 	OmitStatic         bool    `json:"omit_static,omitempty"`
 	NoRevisit          bool    `json:"no_revisit,omitempty"`
+	// End is "goal" when constrained plans may end only once the goal
+	// holds ("" : at any action boundary).
+	End string `json:"end,omitempty"`
 	// Perception is Phase I's perception method (two-phase runs).
 	Perception string `json:"perception,omitempty"`
 	// Split is the dataset split the tasks come from (ALFWorld
@@ -215,8 +222,24 @@ func (c *Config) normalize() error {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemperature: c.RolloutTemperature, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Perception: c.perception(), Split: splitOf(c.Env),
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, End: endName(c.End), Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
+}
+
+// endName is RunInfo.End for policy p.
+func endName(p constraint.EndPolicy) string {
+	if p == constraint.EndAtGoal {
+		return p.String()
+	}
+	return ""
+}
+
+// endOrAny names RunInfo.End for messages ("any" for "").
+func endOrAny(s string) string {
+	if s == "" {
+		return constraint.EndAnyTime.String()
+	}
+	return s
 }
 
 // splitOf returns the env's dataset split, or "".
@@ -351,6 +374,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 		}
 		if old.NoRevisit != info.NoRevisit {
 			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
+		}
+		if old.End != info.End {
+			return fmt.Errorf("bench: %s holds a run with end %q; use another --out for end %q", dir, endOrAny(old.End), endOrAny(info.End))
 		}
 		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout || old.RolloutTemperature != info.RolloutTemperature {
 			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v, rollout %d, rollout temperature %g; use another --out for batch %d, no_collapse %v, rollout %d, rollout temperature %g",

@@ -530,6 +530,7 @@ func TestCheckRunInfoResume(t *testing.T) {
 		{"other method", func(r *RunInfo) { r.Method = "cmcts" }, "holds a run of"},
 		{"other split", func(r *RunInfo) { r.Split = "valid_unseen" }, "on split"},
 		{"no_revisit on", func(r *RunInfo) { r.NoRevisit = true }, "no_revisit false"},
+		{"end at the goal", func(r *RunInfo) { r.End = "goal" }, `end "any"; use another --out for end "goal"`},
 		{"search batch 1", func(r *RunInfo) { r.Batch = 1 }, "batch 0, no_collapse false"},
 		{"no_collapse on", func(r *RunInfo) { r.NoCollapse = true }, "batch 0, no_collapse false"},
 		{"rollouts", func(r *RunInfo) { r.Rollout = 50 }, "rollout 0, rollout temperature 0; use another --out"},

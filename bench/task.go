@@ -194,7 +194,7 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 		Budgets: planner.Budgets{Time: time.Duration(cfg.Seconds * float64(time.Second)), Simulations: cfg.Simulations,
 			GeneratedTokens: cfg.MaxTokens, MaxActions: cfg.MaxActions},
 		Search: mcts.Options{Batch: cfg.Batch, NoCollapse: cfg.NoCollapse, Rollout: cfg.Rollout, RolloutTemperature: cfg.RolloutTemperature},
-		Seed:   cfg.Seed, Heuristic: cfg.Heuristic, OmitStatic: cfg.OmitStatic, NoRevisit: cfg.NoRevisit, Index: r.dec.Index(),
+		Seed:   cfg.Seed, Heuristic: cfg.Heuristic, OmitStatic: cfg.OmitStatic, NoRevisit: cfg.NoRevisit, End: cfg.End, Index: r.dec.Index(),
 	})
 	if res == nil {
 		return out, err

@@ -20,6 +20,7 @@ static void nesy_sgemm(void *f, int ta, int tb, int m, int n, int k, float alpha
 	((nesy_sgemm_fn)f)(101, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); // CblasRowMajor
 }
 static void nesy_threads(void *f, int n) { ((nesy_threads_fn)f)(n); }
+static const char *nesy_string(void *f) { return ((const char *(*)(void))f)(); }
 */
 import "C"
 
@@ -55,6 +56,10 @@ var openBLASNames = []string{"libopenblas.so.0", "libopenblas.so"}
 type openBLAS struct {
 	gonum.Implementation
 	sgemm unsafe.Pointer
+	// config is OpenBLAS's own account of its build and of the kernels it
+	// picked for this CPU (openblas_get_config and openblas_get_corename),
+	// what decides whether another machine trains the same bits.
+	config string
 }
 
 // loadOpenBLAS opens OpenBLAS once per process (a shared object stays
@@ -83,7 +88,14 @@ var loadOpenBLAS = sync.OnceValues(func() (*openBLAS, error) {
 		// each; OpenBLAS's own threads would compete with them and make
 		// the sums depend on how it splits the work.
 		C.nesy_threads(threads, 1)
-		return &openBLAS{sgemm: f}, nil
+		b := &openBLAS{sgemm: f, config: name}
+		if cfg := sym("openblas_get_config"); cfg != nil {
+			b.config = C.GoString(C.nesy_string(cfg))
+		}
+		if core := sym("openblas_get_corename"); core != nil {
+			b.config += ", kernels for " + C.GoString(C.nesy_string(core))
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("train: --blas openblas: cannot load OpenBLAS (apt-get install libopenblas0): %v", errs)
 })
@@ -117,6 +129,20 @@ func checkBLAS(name BLAS) error {
 		return err
 	}
 	return fmt.Errorf("train: unknown BLAS %q (want %q or %q)", name, BLASGonum, BLASOpenBLAS)
+}
+
+// DescribeBLAS names the BLAS a run of name uses: for OpenBLAS its
+// version, build and the kernels it picked for this CPU (two machines
+// train the same bits when these agree), an error when it does not load.
+func DescribeBLAS(name BLAS) (string, error) {
+	if err := checkBLAS(name); err != nil {
+		return "", err
+	}
+	if name != BLASOpenBLAS {
+		return "gonum (pure Go)", nil
+	}
+	b, _ := loadOpenBLAS()
+	return b.config, nil
 }
 
 // useBLAS makes gorgonia (a process-wide setting of its own) run on the

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -131,4 +132,22 @@ func TestUnknownBLAS(t *testing.T) {
 		t.Fatal("an unknown BLAS trained")
 	}
 	t.Log(err)
+}
+
+// TestDescribeBLAS: the description names the library and, for OpenBLAS,
+// its version and the kernels it picked (what reproducing a run depends
+// on); an unknown name is an error.
+func TestDescribeBLAS(t *testing.T) {
+	if d, err := DescribeBLAS(BLASGonum); err != nil || !strings.Contains(d, "gonum") {
+		t.Errorf("gonum: %q, %v", d, err)
+	}
+	if _, err := DescribeBLAS("mkl"); err == nil {
+		t.Error("an unknown BLAS was described")
+	}
+	needOpenBLAS(t)
+	d, err := DescribeBLAS(BLASOpenBLAS)
+	if err != nil || !strings.Contains(d, "OpenBLAS") || !strings.Contains(d, "kernels for ") {
+		t.Fatalf("openblas: %q, %v", d, err)
+	}
+	t.Log(d)
 }

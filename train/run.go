@@ -263,6 +263,9 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		return nil, err
 	}
 	logf("model: %d tokens, %d parameters (%d layers, %d wide, %d heads, FFN %d)", cfg.Vocab, p.Count(), cfg.Layers, cfg.Dim, cfg.Heads, cfg.FFN)
+	if desc, err := DescribeBLAS(o.Train.BLAS); err == nil {
+		logf("matrix products: %s", desc)
+	}
 	path := filepath.Join(o.Out, ModelFile)
 	// The initial model tokenizes and renders the demonstrations as the
 	// engine will the trained one's prompts. It is written aside, so that

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/nesy-dev/nesy/bench"
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
 	"github.com/nesy-dev/nesy/mcts"
@@ -36,7 +37,7 @@ func newBenchCmd() *cobra.Command {
 		seed                                             uint64
 		allSkills, omitStatic, quiet, partial, noRevisit bool
 		noCollapse                                       bool
-		perception, flash, split                         string
+		perception, flash, split, end                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X [--model M] --out DIR",
@@ -77,6 +78,10 @@ with no forward pass, which says how much a model's prior adds.`,
 			if err != nil {
 				return err
 			}
+			endPolicy, err := constraint.ParseEndPolicy(end)
+			if err != nil {
+				return fmt.Errorf("bench: --end: %w", err)
+			}
 			ds, err := datasetsDir(datasets)
 			if err != nil {
 				return err
@@ -102,7 +107,7 @@ with no forward pass, which says how much a model's prior adds.`,
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
 				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, Batch: batch, NoCollapse: noCollapse, Rollout: rollout,
 				RolloutTemperature: rolloutTemp, Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
-				OmitStatic: omitStatic, NoRevisit: noRevisit,
+				OmitStatic: omitStatic, NoRevisit: noRevisit, End: endPolicy,
 				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
 			}
 			pr := newProgress(cmd.ErrOrStderr(), fmt.Sprintf("%s %s", method, envName), quiet)
@@ -149,6 +154,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.StringVar(&split, "split", "", "alfworld: valid_unseen (default; evaluation only) or valid_train (the training games: tune settings here); virtualhome: test (evaluation only) or train (nesy train --virtualhome learns from it), default all 338; blocksworld: planbench (default; evaluation only) or heldout (200 generated five-block problems no training run draws: for choosing between priors)")
 	f.BoolVar(&partial, "partial", false, "virtualhome: hide the contents of closed containers until opened (reports say so)")
 	f.BoolVar(&omitStatic, "omit-static", false, "leave static facts out of the planning prompt")
+	f.StringVar(&end, "end", "any", "when a constrained plan (cgreedy, cmcts) may end: any (the model decides) or goal (only once the goal holds; the plan runs on until then or --max-actions)")
 	f.BoolVar(&noRevisit, "no-revisit", false, "never take an action that returns to a state the plan has been in (cgreedy, cmcts; default: on for cgreedy, off otherwise)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	cmd.AddCommand(newBenchReportCmd(), newBenchCompareCmd())

@@ -66,6 +66,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"bench", "--method", "cgreedy", "--model", "m", "--out", "o"},
 		{"bench", "--env", "alfworld", "--method", "cgreedy", "--model", "m", "--out", "o", "--shard", "3/2"},
 		{"bench", "--env", "mars", "--method", "cgreedy", "--model", "m", "--out", "o", "--datasets", "."},
+		{"bench", "--env", "blocksworld", "--method", "cgreedy", "--model", "m", "--out", "o", "--end", "never"},
 		{"bench", "report"},
 		{"bench", "compare", "only-one"},
 	}
@@ -73,6 +74,40 @@ func TestBenchFlagErrors(t *testing.T) {
 		if _, _, code := runNesy(t, args...); code == 0 {
 			t.Errorf("%v: exit 0", args)
 		}
+	}
+}
+
+// TestBenchEndAtGoal: --end goal reaches the planner (no plan of the run
+// stops at the model's end token short of the goal; the uniform prior
+// ends a plan on its first boundary now and then), is recorded in run.json,
+// and a resume with the other policy is refused with the folder named.
+func TestBenchEndAtGoal(t *testing.T) {
+	ds := testenv.Datasets(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"bench", "--env", "virtualhome", "--split", "train", "--method", "cgreedy", "--mode", "true-state", "--model", "uniform",
+		"--out", out, "--limit", "6", "--seconds", "5", "--max-actions", "6", "--threads", "1", "--datasets", ds, "--quiet"}
+	if _, stderr, code := runNesy(t, append(args, "--end", "goal")...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, bench.TasksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		var r bench.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if !r.Success && r.Stop == "end_token" {
+			t.Errorf("%s: the plan ended at the end token short of the goal with --end goal: %v", r.Task, r.Plan)
+		}
+	}
+	var info bench.RunInfo
+	if data, err = os.ReadFile(filepath.Join(out, bench.RunFile)); err != nil || json.Unmarshal(data, &info) != nil || info.End != "goal" {
+		t.Fatalf("run.json %s (%v): want end goal", data, err)
+	}
+	if _, stderr, code := runNesy(t, args...); code == 0 || !strings.Contains(stderr, `holds a run with end "goal"`) {
+		t.Fatalf("resume with --end any: exit %d, %q", code, stderr)
 	}
 }
 
