@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 )
 
@@ -60,8 +61,10 @@ func TestShippedModelLoads(t *testing.T) {
 	}
 	defer lm.Close()
 	info := lm.Info()
-	if info.Prompt != "compact" {
-		t.Errorf("prompt %q, want compact (the prompt the prior was trained on)", info.Prompt)
+	// The planner builds the prompt the GGUF names: a compact kind the
+	// decoder knows (an unknown kind would fall back to the full prompt).
+	if po := (decoder.PromptOptions{}).WithKind(info.Prompt); !po.Compact || po.Kind() != info.Prompt {
+		t.Errorf("prompt %q: the decoder builds %q from it, want that compact kind (the prompt the prior was trained on)", info.Prompt, po.Kind())
 	}
 	if info.ContextLength < 4096 {
 		t.Errorf("context %d, want at least 4096", info.ContextLength)

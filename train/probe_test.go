@@ -26,16 +26,14 @@ func TestSwapGoalWord(t *testing.T) {
 	}
 }
 
-// TestProbeGoal runs the probe with the shipped prior on training games:
-// its counts are consistent and the same on a second run.
+// TestProbeGoal runs the probe with the shipped prior on training games,
+// on the prompt it was trained on: its counts are consistent, the same on
+// a second run, and the shipped prior reads the goal (it takes the goal's
+// object type, and follows a swapped goal, at least twice as often as a
+// uniform choice would).
 func TestProbeGoal(t *testing.T) {
 	ds := testenv.Datasets(t)
 	ctx := context.Background()
-	demos, _, err := ALFWorldDemos(ctx, filepath.Join(ds, "alfworld", "valid_train"),
-		DemoOptions{Prompt: decoder.PromptOptions{Compact: true}, Limit: 12})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path, err := prior.Ensure(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +43,11 @@ func TestProbeGoal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lm.Close()
+	demos, _, err := ALFWorldDemos(ctx, filepath.Join(ds, "alfworld", "valid_train"),
+		DemoOptions{Prompt: decoder.PromptOptions{}.WithKind(lm.Info().Prompt), Limit: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := ProbeGoal(ctx, lm, demos)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +56,10 @@ func TestProbeGoal(t *testing.T) {
 	if res.Decisions < 5 || res.Right > res.Decisions || res.Follows > res.Decisions ||
 		res.Chance <= 0 || res.Chance >= float64(res.Decisions) || res.FollowChance <= 0 || res.FollowChance >= float64(res.Decisions) {
 		t.Fatalf("inconsistent probe over %d demonstrations: %+v", len(demos), res)
+	}
+	if float64(res.Right) < 2*res.Chance || float64(res.Follows) < 2*res.FollowChance {
+		t.Errorf("the shipped prior does not read the goal: %d of %d take the goal's type (uniform %.1f), %d follow a swapped goal (uniform %.1f)",
+			res.Right, res.Decisions, res.Chance, res.Follows, res.FollowChance)
 	}
 	again, err := ProbeGoal(ctx, lm, demos)
 	if err != nil {

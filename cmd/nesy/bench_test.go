@@ -77,36 +77,41 @@ func TestBenchFlagErrors(t *testing.T) {
 	}
 }
 
-// TestBenchEndAtGoal: --end goal reaches the planner (no plan of the run
-// stops at the model's end token short of the goal; the uniform prior
-// ends a plan on its first boundary now and then), is recorded in run.json,
-// and a resume with the other policy is refused with the folder named.
+// TestBenchEndAtGoal: --end goal reaches the planner, is recorded in
+// run.json, and a resume with the other policy is refused with the folder
+// named. The task is one of ALFWorld's training games on which the shipped
+// prior ends its plan (end-of-turn token) short of the goal; with --end goal
+// the plan must run on instead.
 func TestBenchEndAtGoal(t *testing.T) {
 	ds := testenv.Datasets(t)
-	out := filepath.Join(t.TempDir(), "run")
-	args := []string{"bench", "--env", "virtualhome", "--split", "train", "--method", "cgreedy", "--mode", "true-state", "--model", "uniform",
-		"--out", out, "--limit", "6", "--seconds", "5", "--max-actions", "6", "--threads", "1", "--datasets", ds, "--quiet"}
-	if _, stderr, code := runNesy(t, append(args, "--end", "goal")...); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	data, err := os.ReadFile(filepath.Join(out, bench.TasksFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(data)) {
+	const task = "pick_two_obj_and_place-SoapBottle-None-Cart-401/trial_T20190908_215242_345375"
+	run := func(end string) (string, bench.Record) {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "run")
+		if _, stderr, code := runNesy(t, "bench", "--env", "alfworld", "--split", "valid_train", "--suite", task, "--method", "cgreedy",
+			"--mode", "true-state", "--out", out, "--threads", "1", "--datasets", ds, "--quiet", "--end", end); code != 0 {
+			t.Fatalf("--end %s: exit %d: %s", end, code, stderr)
+		}
+		data, err := os.ReadFile(filepath.Join(out, bench.TasksFile))
 		var r bench.Record
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatal(err)
+		if err != nil || json.Unmarshal(data, &r) != nil || r.Task != task {
+			t.Fatalf("--end %s: tasks %s (%v)", end, data, err)
 		}
-		if !r.Success && r.Stop == "end_token" {
-			t.Errorf("%s: the plan ended at the end token short of the goal with --end goal: %v", r.Task, r.Plan)
-		}
+		return out, r
+	}
+	if _, r := run("any"); r.Success || r.Stop != "end_token" {
+		t.Fatalf("premise: the shipped prior no longer ends %s early (success %v, stop %q); pick a task where it does", task, r.Success, r.Stop)
+	}
+	out, r := run("goal")
+	if !r.Success && r.Stop == "end_token" {
+		t.Errorf("--end goal: the plan ended at the end token short of the goal (%d actions)", len(r.Plan))
 	}
 	var info bench.RunInfo
-	if data, err = os.ReadFile(filepath.Join(out, bench.RunFile)); err != nil || json.Unmarshal(data, &info) != nil || info.End != "goal" {
+	if data, err := os.ReadFile(filepath.Join(out, bench.RunFile)); err != nil || json.Unmarshal(data, &info) != nil || info.End != "goal" {
 		t.Fatalf("run.json %s (%v): want end goal", data, err)
 	}
-	if _, stderr, code := runNesy(t, args...); code == 0 || !strings.Contains(stderr, `holds a run with end "goal"`) {
+	if _, stderr, code := runNesy(t, "bench", "--env", "alfworld", "--split", "valid_train", "--suite", task, "--method", "cgreedy",
+		"--mode", "true-state", "--out", out, "--threads", "1", "--datasets", ds, "--quiet"); code == 0 || !strings.Contains(stderr, `holds a run with end "goal"`) {
 		t.Fatalf("resume with --end any: exit %d, %q", code, stderr)
 	}
 }
