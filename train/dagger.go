@@ -30,7 +30,8 @@ type DAggerOptions struct {
 	Timeout time.Duration
 	// NoRevisit rolls out with cgreedy's revisit mask
 	// (planner.Options.NoRevisit), as cgreedy now runs by default; false
-	// rolls out plain cgreedy (how the shipped prior's round was made).
+	// rolls out plain cgreedy (how p17's round was made; the shipped p25's
+	// used the mask).
 	NoRevisit bool
 }
 
