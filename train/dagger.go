@@ -30,8 +30,8 @@ type DAggerOptions struct {
 	Timeout time.Duration
 	// NoRevisit rolls out with cgreedy's revisit mask
 	// (planner.Options.NoRevisit), as cgreedy now runs by default; false
-	// rolls out plain cgreedy (how p17's round was made; the shipped p25's
-	// used the mask).
+	// rolls out plain cgreedy (how p17's round was made; p25's and the shipped
+	// p26's used the mask).
 	NoRevisit bool
 }
 
