@@ -104,12 +104,21 @@ type Options struct {
 	// NoRevisit leaves out, at every boundary, the actions that lead back
 	// to a state the plan has already been in (its start state included),
 	// so that a plan without search cannot loop. Where every applicable
-	// action would return to a visited state, all of them stay allowed
-	// (leaving none would end the plan at a dead end it may not be in).
+	// action would return to a visited state, those whose successor the
+	// plan has been in least often stay allowed (leaving none would end the
+	// plan at a dead end it may not be in; leaving all would let a plan
+	// that has built itself into a corner, such as a Blocksworld tower in
+	// the wrong order, cycle there: the counts push it out).
 	// The allowed set then depends on the plan, not only on the state; a
 	// boundary costs one successor state per applicable action (computed
 	// once per state and cached with it).
 	NoRevisit bool
+	// RevisitAll, with NoRevisit, allows every applicable action where
+	// all of them lead back to visited states, whatever their counts: the
+	// rule before the counts, kept for the DAgger rollouts of the shipped
+	// prior's recipe (train.DAggerOptions.NoRevisit), which must make the
+	// same data.
+	RevisitAll bool
 }
 
 // Space is the constraint of one task for one model: which tokens may come
@@ -212,20 +221,21 @@ type Cursor struct {
 }
 
 // seenLink is a persistent list of the keys of the states a plan has been
-// in, newest first (NoRevisit only).
+// in, newest first, once per visit (NoRevisit only).
 type seenLink struct {
 	key  string
 	prev *seenLink
 }
 
-// has reports whether key is on the list.
-func (l *seenLink) has(key string) bool {
+// count returns how many times key is on the list.
+func (l *seenLink) count(key string) int {
+	n := 0
 	for ; l != nil; l = l.prev {
 		if l.key == key {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // planLink is a persistent list of a plan's actions, newest first, so that
@@ -309,9 +319,10 @@ func (sp *Space) buildTrie(st *step, texts []string) error {
 	return nil
 }
 
-// unvisited returns st restricted to the actions whose successor is not on
-// seen: st itself when none or all of them lead back, otherwise a step of
-// the same state over the others (cached by state and left-out actions).
+// unvisited returns st restricted to the actions whose successor is on
+// seen least often (not at all where some action leads somewhere new): st
+// itself when that is every action, otherwise a step of the same state
+// over those (cached by state and left-out actions).
 func (sp *Space) unvisited(st *step, seen *seenLink) (*step, error) {
 	st.succOnce.Do(func() {
 		st.succ = make([]string, len(st.actions))
@@ -319,10 +330,21 @@ func (sp *Space) unvisited(st *step, seen *seenLink) (*step, error) {
 			st.succ[i] = sp.task.Apply(st.state, a).Key()
 		}
 	})
+	counts := make([]int, len(st.succ))
+	least := -1
+	for i, k := range st.succ {
+		counts[i] = seen.count(k)
+		if least < 0 || counts[i] < least {
+			least = counts[i]
+		}
+	}
+	if sp.opts.RevisitAll && least > 0 {
+		return st, nil
+	}
 	var keep []int
 	var key strings.Builder
-	for i, k := range st.succ {
-		if seen.has(k) {
+	for i := range st.succ {
+		if counts[i] > least {
 			if key.Len() == 0 {
 				key.WriteString(st.key)
 				key.WriteString("\x00norevisit")

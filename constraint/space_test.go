@@ -315,8 +315,9 @@ const roomsProblem = `(define (problem p) (:domain rooms) (:objects a b c)
 
 // TestNoRevisit checks NoRevisit's allowed actions after hand-checked
 // plans: an action returning to any state of the plan so far is left out,
-// unless every applicable action would (then all stay), and without the
-// option nothing is left out.
+// unless every applicable action would (then those whose state the plan
+// has been in least often stay), and without the option nothing is left
+// out.
 func TestNoRevisit(t *testing.T) {
 	idx := realIndexes.Get(t, "qwen3")
 	lex := boundTask(t, roomsDomain, roomsProblem)
@@ -334,6 +335,8 @@ func TestNoRevisit(t *testing.T) {
 		{"switch changes the state", false, "flip-on\nmove a b\n", []string{"move b c"}, nil},
 		{"all lead back: all stay", false, "move a b\nmove b c\n", []string{"move c b"}, nil},
 		{"back again after a forced return", false, "move a b\nmove b c\nmove c b\n", []string{"move b a", "move b c"}, nil},
+		{"all lead back: the least visited stay", false, "move a b\nmove b c\nmove c b\nmove b c\nmove c b\n", []string{"move b a"}, nil},
+		{"a more visited state is not allowed", false, "move a b\nmove b c\nmove c b\nmove b c\nmove c b\nmove b c\n", nil, ErrNotAllowed},
 		{"an undo is not allowed", false, "flip-on\nflip-off\n", nil, ErrNotAllowed},
 	}
 	for _, tc := range tests {
@@ -365,5 +368,42 @@ func TestNoRevisit(t *testing.T) {
 				t.Fatalf("NumApplicable %d, want %d", c.NumApplicable(), len(tc.want))
 			}
 		})
+	}
+}
+
+// TestRevisitAll: with RevisitAll, where every action leads back, all stay
+// allowed whatever their visit counts (the rule the shipped prior's DAgger
+// rollouts were made with); where some action leads somewhere new it
+// changes nothing.
+func TestRevisitAll(t *testing.T) {
+	idx := realIndexes.Get(t, "qwen3")
+	lex := boundTask(t, roomsDomain, roomsProblem)
+	tests := []struct {
+		plan string
+		want []string
+	}{
+		{"move a b\n", []string{"move b c"}},
+		{"move a b\nmove b c\nmove c b\nmove b c\nmove c b\n", []string{"move b a", "move b c"}},
+	}
+	for _, tc := range tests {
+		sp, err := New(idx, lex, Options{NoRevisit: true, RevisitAll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := sp.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _, err = sp.AdvanceText(c, []byte(tc.plan)); err != nil {
+			t.Fatalf("%q: %v", tc.plan, err)
+		}
+		var got []string
+		for _, a := range c.st.actions {
+			got = append(got, lex.Text(a))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("after %q: allowed %q, want %q", tc.plan, got, tc.want)
+		}
 	}
 }

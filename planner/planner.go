@@ -103,6 +103,10 @@ type Options struct {
 	// been in (constraint.Options.NoRevisit): cgreedy cannot loop, and a
 	// search's tree holds no cycles.
 	NoRevisit bool
+	// RevisitAll is constraint.Options.RevisitAll: with NoRevisit, where
+	// every action leads back, all stay allowed (not only the least
+	// visited).
+	RevisitAll bool
 	// Index is the model's vocabulary index (constraint.NewIndex); nil
 	// builds it. Callers that plan often with one model build it once.
 	Index *trie.Index
@@ -240,7 +244,7 @@ func Run(ctx context.Context, lm models.LM, task Task, m Method, opts Options) (
 		}
 	}
 	space := constraint.Options{EndPolicy: opts.End, StopAtGoal: !opts.KeepGoing, MaxActions: opts.MaxActions,
-		NoRevisit: opts.NoRevisit}
+		NoRevisit: opts.NoRevisit, RevisitAll: opts.RevisitAll}
 	switch {
 	case opts.MaxActions == 0:
 		space.MaxActions = DefaultMaxActions

@@ -10,6 +10,8 @@ import (
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/internal/testenv"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
+	"github.com/nesy-dev/nesy/pddl/search"
 )
 
 // TestOtherEnvDemos: generated Blocksworld problems and VirtualHome's
@@ -79,4 +81,59 @@ func TestOtherEnvDemos(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOptimalBlocksworldDemos: with DemoOptions.Optimal every generated
+// Blocksworld problem is demonstrated by a plan as short as breadth-first
+// search finds (A* with the blind heuristic, a different search and no
+// LM-cut), never longer than GBFS's; and GBFS's default demonstrations take
+// a detour on some of them (else the option would change nothing).
+func TestOptimalBlocksworldDemos(t *testing.T) {
+	ctx := context.Background()
+	bw, err := envs.NewBlocksworld(filepath.Join(testenv.Datasets(t), "planbench-blocksworld"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, err := envs.GenerateBlocksworld(40, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DemoOptions{Prompt: decoder.PromptOptions{Compact: true}}
+	greedy, _, err := BlocksworldDemos(ctx, bw, probs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Optimal = true
+	optimal, unsolved, err := BlocksworldDemos(ctx, bw, probs, opts)
+	if err != nil || len(optimal) != len(probs) || len(greedy) != len(probs) || len(unsolved) != 0 {
+		t.Fatalf("%d optimal and %d greedy demonstrations of %d problems, unsolved %v, %v", len(optimal), len(greedy), len(probs), unsolved, err)
+	}
+	longer := 0
+	for i, p := range probs {
+		ep, err := bw.OpenProblem(ctx, p.ID, EnvBlocksworld, p.ID+".pddl", []byte(p.Src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blind, err := heuristic.New("blind", ep.Task())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfs, err := search.Solve(ctx, ep.Task(), search.Options{Algorithm: search.AStar, Heuristic: blind, UnitCost: true})
+		if err != nil || bfs.Status != search.Solved {
+			t.Fatalf("%s: breadth-first: %v %v", p.ID, bfs.Status, err)
+		}
+		if len(optimal[i].Plan) != len(bfs.Plan) {
+			t.Errorf("%s: optimal demonstration of %d actions, breadth-first finds %d", p.ID, len(optimal[i].Plan), len(bfs.Plan))
+		}
+		if len(greedy[i].Plan) < len(optimal[i].Plan) {
+			t.Errorf("%s: GBFS's %d actions shorter than the optimal %d", p.ID, len(greedy[i].Plan), len(optimal[i].Plan))
+		}
+		if len(greedy[i].Plan) > len(optimal[i].Plan) {
+			longer++
+		}
+	}
+	if longer == 0 {
+		t.Errorf("GBFS's demonstrations of %d problems are all shortest: the premise fails", len(probs))
+	}
+	t.Logf("GBFS longer than the shortest plan on %d of %d problems", longer, len(probs))
 }

@@ -29,10 +29,16 @@ type DAggerOptions struct {
 	// Timeout bounds the reference planner per state (0: 10 s).
 	Timeout time.Duration
 	// NoRevisit rolls out with cgreedy's revisit mask
-	// (planner.Options.NoRevisit), as cgreedy now runs by default; false
-	// rolls out plain cgreedy (how p17's round was made; p25's and the shipped
-	// p26's used the mask).
+	// (planner.Options.NoRevisit) as p25's and the shipped p26's rounds
+	// were made: where every action leads back, all stay allowed
+	// (planner.Options.RevisitAll; cgreedy now keeps only the least
+	// visited of them); false rolls out plain cgreedy (how p17's round was
+	// made).
 	NoRevisit bool
+	// OptimalBlocksworld corrects Blocksworld rollouts with shortest plans
+	// (referenceSolve's A* over LM-cut), as their demonstrations were made
+	// with RunOptions.OptimalBlocksworld.
+	OptimalBlocksworld bool
 }
 
 // daggerMark separates a DAgger demonstration's ID from its task's: the
@@ -136,7 +142,7 @@ func daggerTask(ctx context.Context, lm models.LM, idx *trie.Index, src *Sources
 	}
 	task, lex := ep.Task(), ep.Lexicon()
 	res, err := planner.Run(ctx, lm, planner.Task{Lexicon: lex, Goal: ep.Goal()}, planner.CGreedy,
-		planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit})
+		planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit, RevisitAll: o.NoRevisit})
 	if err != nil {
 		return nil, false, fmt.Errorf("train: DAgger: %s: rollout: %w", d.ID, err)
 	}
@@ -153,7 +159,7 @@ func daggerTask(ctx context.Context, lm models.LM, idx *trie.Index, src *Sources
 		}
 		t := *task
 		t.Init = states[i]
-		r, err := search.Solve(ctx, &t, search.Options{PreferredOperators: true, Timeout: o.Timeout})
+		r, err := referenceSolve(ctx, &t, o.OptimalBlocksworld && d.Env == EnvBlocksworld, o.Timeout)
 		if err != nil {
 			return nil, err
 		}

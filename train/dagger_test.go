@@ -167,7 +167,7 @@ func TestDAggerCachePerPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, DAggerFile(hash, false)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, DAggerFile(hash, false, false)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/models"
+	"github.com/nesy-dev/nesy/pddl"
+	"github.com/nesy-dev/nesy/pddl/heuristic"
 	"github.com/nesy-dev/nesy/pddl/search"
 )
 
@@ -96,6 +98,28 @@ type DemoOptions struct {
 	// Workers solve tasks in parallel (0: GOMAXPROCS); the result does not
 	// depend on it.
 	Workers int
+	// Optimal solves with A* over LM-cut (shortest plans, referenceSolve)
+	// instead of GBFS: BlocksworldDemos with RunOptions.OptimalBlocksworld.
+	Optimal bool
+}
+
+// referenceSolve is the reference planner of demonstrations and DAgger's
+// corrections: GBFS over h_FF with preferred operators (nesy solve's
+// default: fast, plans near the shortest on ALFWorld and VirtualHome), or
+// with optimal A* over LM-cut, whose plans are shortest: greedy search
+// writes a fifth of generated five- and six-block Blocksworld plans with
+// detours (a tower stacked early, then taken down), which a prior learns as
+// habits, and DAgger's progress test (a step is a mistake when the plan
+// from after it is no shorter) is exact only with shortest plans.
+func referenceSolve(ctx context.Context, t *pddl.Task, optimal bool, timeout time.Duration) (search.Result, error) {
+	if !optimal {
+		return search.Solve(ctx, t, search.Options{PreferredOperators: true, Timeout: timeout})
+	}
+	h, err := heuristic.New("lmcut", t)
+	if err != nil {
+		return search.Result{}, fmt.Errorf("LM-cut: %w", err)
+	}
+	return search.Solve(ctx, t, search.Options{Algorithm: search.AStar, Heuristic: h, UnitCost: true, Timeout: timeout})
 }
 
 // ALFWorldDemos solves the ALFWorld games under dir (a training split such
@@ -252,7 +276,7 @@ func demonstrate(ctx context.Context, open func() (*envs.Episode, error), o Demo
 		return nil, false, err
 	}
 	task, lex := ep.Task(), ep.Lexicon()
-	res, err := search.Solve(ctx, task, search.Options{PreferredOperators: true, Timeout: o.Timeout})
+	res, err := referenceSolve(ctx, task, o.Optimal, o.Timeout)
 	if err != nil {
 		return nil, false, fmt.Errorf("solving: %w", err)
 	}

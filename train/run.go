@@ -37,6 +37,10 @@ type RunOptions struct {
 	// problem of the held-out split up to renaming,
 	// envs.BlocksworldTrainingExclusions) are demonstrated besides; 0: none.
 	Blocksworld int
+	// OptimalBlocksworld demonstrates the Blocksworld problems, and corrects
+	// their DAgger rollouts, with shortest plans (A* over LM-cut) instead of
+	// GBFS's (DemoOptions.Optimal).
+	OptimalBlocksworld bool
 	// PlanBench is PlanBench's Blocksworld folder (domain.pddl and
 	// instances/): its domain and words for the generated problems, and the
 	// instances they must differ from. Needed when Blocksworld > 0.
@@ -119,9 +123,12 @@ const demoCacheVersion = 2
 type demoCache struct {
 	Version      int // demoCacheVersion
 	Limit, Goals int
-	Blocksworld  int  `json:",omitempty"`
-	VirtualHome  bool `json:",omitempty"`
-	Seed         uint64
+	Blocksworld  int `json:",omitempty"`
+	// OptimalBlocksworld: the Blocksworld plans are shortest
+	// (RunOptions.OptimalBlocksworld).
+	OptimalBlocksworld bool `json:",omitempty"`
+	VirtualHome        bool `json:",omitempty"`
+	Seed               uint64
 	// Prompt is the prompt's decoder kind ("" in older files: compact).
 	Prompt   string `json:",omitempty"`
 	Demos    []Demo
@@ -136,7 +143,7 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 	if data, err := os.ReadFile(path); err == nil {
 		var c demoCache
 		if json.Unmarshal(data, &c) == nil && c.Version == demoCacheVersion && c.Limit == o.Limit && c.Goals == o.Goals && c.Seed == o.Seed &&
-			c.Blocksworld == o.Blocksworld && c.VirtualHome == (o.VirtualHome != "") && len(c.Demos) > 0 &&
+			c.Blocksworld == o.Blocksworld && c.OptimalBlocksworld == (o.OptimalBlocksworld && o.Blocksworld > 0) && c.VirtualHome == (o.VirtualHome != "") && len(c.Demos) > 0 &&
 			cmp.Or(c.Prompt, decoder.PromptCompact) == prompt.Kind() {
 			logf("demonstrations: %d read from %s", len(c.Demos), path)
 			return c.Demos, c.Unsolved, nil
@@ -159,11 +166,15 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 		if err != nil {
 			return nil, nil, err
 		}
-		ds, us, err := BlocksworldDemos(ctx, src.Blocksworld, probs, DemoOptions{Prompt: prompt, Seed: o.Seed})
+		ds, us, err := BlocksworldDemos(ctx, src.Blocksworld, probs, DemoOptions{Prompt: prompt, Seed: o.Seed, Optimal: o.OptimalBlocksworld})
 		if err != nil {
 			return nil, nil, err
 		}
-		logf("demonstrations: Blocksworld: %d generated problems (none equal to a PlanBench instance or a held-out problem up to renaming), %d solved in %.1f s", len(probs), len(ds), time.Since(start).Seconds())
+		how := "GBFS"
+		if o.OptimalBlocksworld {
+			how = "shortest plans, A* over LM-cut"
+		}
+		logf("demonstrations: Blocksworld: %d generated problems (none equal to a PlanBench instance or a held-out problem up to renaming), %d solved (%s) in %.1f s", len(probs), len(ds), how, time.Since(start).Seconds())
 		demos, unsolved = append(demos, ds...), append(unsolved, us...)
 	}
 	if src.VirtualHome != nil {
@@ -176,7 +187,8 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 		demos, unsolved = append(demos, ds...), append(unsolved, us...)
 	}
 	data, err := json.Marshal(demoCache{Version: demoCacheVersion, Limit: o.Limit, Goals: o.Goals, Blocksworld: o.Blocksworld,
-		VirtualHome: o.VirtualHome != "", Seed: o.Seed, Prompt: prompt.Kind(), Demos: demos, Unsolved: unsolved})
+		OptimalBlocksworld: o.OptimalBlocksworld && o.Blocksworld > 0,
+		VirtualHome:        o.VirtualHome != "", Seed: o.Seed, Prompt: prompt.Kind(), Demos: demos, Unsolved: unsolved})
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}
@@ -372,19 +384,26 @@ type daggerCache struct {
 	Policy        string
 	Tasks, Points int
 	NoRevisit     bool `json:",omitempty"`
-	Rollouts      int
-	Solved        int
-	Demos         []Demo
+	// OptimalBlocksworld: Blocksworld corrections are shortest plans.
+	OptimalBlocksworld bool `json:",omitempty"`
+	Rollouts           int
+	Solved             int
+	Demos              []Demo
 }
 
 // DAggerFile is the file in RunOptions.Out that holds the DAgger
 // demonstrations of the policy whose GGUF has the SHA-256 hash (hex),
-// rolled out with the revisit mask or without.
-func DAggerFile(hash string, noRevisit bool) string {
+// rolled out with the revisit mask or without, with Blocksworld corrected
+// by shortest plans (RunOptions.OptimalBlocksworld) or not.
+func DAggerFile(hash string, noRevisit, optimalBlocksworld bool) string {
+	name := "dagger-" + hash[:12]
 	if noRevisit {
-		return "dagger-" + hash[:12] + "-norevisit.json"
+		name += "-norevisit"
 	}
-	return "dagger-" + hash[:12] + ".json"
+	if optimalBlocksworld {
+		name += "-optbw"
+	}
+	return name + ".json"
 }
 
 // loadDAgger returns the DAgger demonstrations of the policy (a GGUF path)
@@ -398,10 +417,10 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	}
 	sum := sha256.Sum256(data)
 	policy := hex.EncodeToString(sum[:])
-	path := filepath.Join(o.Out, DAggerFile(policy, o.DAggerNoRevisit))
+	path := filepath.Join(o.Out, DAggerFile(policy, o.DAggerNoRevisit, o.OptimalBlocksworld))
 	if b, err := os.ReadFile(path); err == nil {
 		var c daggerCache
-		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit {
+		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit && c.OptimalBlocksworld == o.OptimalBlocksworld {
 			logf("DAgger: %d demonstrations read from %s", len(c.Demos), path)
 			return c.Demos, nil
 		}
@@ -432,13 +451,13 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 		lms[i] = lm
 	}
 	start := time.Now()
-	dd, solved, err := DAggerDemos(ctx, lms, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit})
+	dd, solved, err := DAggerDemos(ctx, lms, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld})
 	if err != nil {
 		return nil, err
 	}
 	logf("DAgger: %s rolled out on %d training tasks (%d engines): %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
 		policyPath, len(tasks), len(lms), solved, len(dd), time.Since(start).Seconds())
-	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, Rollouts: len(tasks), Solved: solved, Demos: dd})
+	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld, Rollouts: len(tasks), Solved: solved, Demos: dd})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
