@@ -157,6 +157,10 @@ type RunInfo struct {
 	MaxActions         int     `json:"max_actions"`
 	OmitStatic         bool    `json:"omit_static,omitempty"`
 	NoRevisit          bool    `json:"no_revisit,omitempty"`
+	// Revisit is the revisit mask's rule where every action leads back
+	// (RevisitLeastVisited with NoRevisit; "" without it, or in a run made
+	// before the rule, when all such actions stayed allowed).
+	Revisit string `json:"revisit,omitempty"`
 	// End is "goal" when constrained plans may end only once the goal
 	// holds ("" : at any action boundary).
 	End string `json:"end,omitempty"`
@@ -219,10 +223,23 @@ func (c *Config) normalize() error {
 	return nil
 }
 
+// RevisitLeastVisited is RunInfo.Revisit for the revisit mask's rule:
+// where every action leads back, the least visited successors stay
+// (constraint.Options.NoRevisit).
+const RevisitLeastVisited = "least-visited"
+
+// revisitRule is RunInfo.Revisit for a run with or without the mask.
+func revisitRule(noRevisit bool) string {
+	if noRevisit {
+		return RevisitLeastVisited
+	}
+	return ""
+}
+
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemperature: c.RolloutTemperature, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, End: endName(c.End), Perception: c.perception(), Split: splitOf(c.Env),
+		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Revisit: revisitRule(c.NoRevisit), End: endName(c.End), Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
 
@@ -374,6 +391,9 @@ func checkRunInfo(dir string, info RunInfo) error {
 		}
 		if old.NoRevisit != info.NoRevisit {
 			return fmt.Errorf("bench: %s holds a run with no_revisit %v; use another --out for no_revisit %v", dir, old.NoRevisit, info.NoRevisit)
+		}
+		if old.Revisit != info.Revisit {
+			return fmt.Errorf("bench: %s holds a run made with the revisit mask's earlier rule (every action allowed where all lead back); use another --out for the rule %q", dir, info.Revisit)
 		}
 		if old.End != info.End {
 			return fmt.Errorf("bench: %s holds a run with end %q; use another --out for end %q", dir, endOrAny(old.End), endOrAny(info.End))

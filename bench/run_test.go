@@ -571,3 +571,31 @@ func TestBatchDefaultNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeRevisitRule: a folder of a run made with the revisit mask
+// before its least-visited rule (run.json without "revisit") is not
+// resumed by a run with the rule, and a run with the rule records it.
+func TestResumeRevisitRule(t *testing.T) {
+	env := openEnv(t, "blocksworld")
+	cfg := small(t, env, MethodCGreedy, ModeTrueState)
+	cfg.NoRevisit = true
+	if err := cfg.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	info := cfg.info()
+	if info.Revisit != RevisitLeastVisited {
+		t.Fatalf("run.json revisit %q, want %q", info.Revisit, RevisitLeastVisited)
+	}
+	dir := t.TempDir()
+	old := info
+	old.Revisit = ""
+	if err := checkRunInfo(dir, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkRunInfo(dir, info); err == nil || !strings.Contains(err.Error(), "earlier rule") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("resume of an earlier-rule run: %v, want a refusal naming %s", err, dir)
+	}
+	if err := checkRunInfo(t.TempDir(), info); err != nil {
+		t.Fatal(err)
+	}
+}
