@@ -193,6 +193,60 @@ func newRunner(p *Params, seq, rows int) (*runner, error) {
 
 func (r *runner) close() { r.vm.Close() }
 
+// runnerPool holds the training graphs of every length bucket, built on
+// first need and lent to one worker at a time.
+type runnerPool struct {
+	p    *Params
+	rows int
+
+	mu    sync.Mutex
+	free  map[int][]*runner // by positions: graphs not lent now
+	built []*runner         // every graph, closed by close
+	// building serialises graph construction (gorgonia's graph building
+	// is not safe to run concurrently).
+	building sync.Mutex
+}
+
+func newRunnerPool(p *Params, rows int) *runnerPool {
+	return &runnerPool{p: p, rows: rows, free: map[int][]*runner{}}
+}
+
+// get lends a graph of seq positions: a free one, else a new one.
+func (pl *runnerPool) get(seq int) (*runner, error) {
+	pl.mu.Lock()
+	if rs := pl.free[seq]; len(rs) > 0 {
+		r := rs[len(rs)-1]
+		pl.free[seq] = rs[:len(rs)-1]
+		pl.mu.Unlock()
+		return r, nil
+	}
+	pl.mu.Unlock()
+	pl.building.Lock()
+	defer pl.building.Unlock()
+	r, err := newRunner(pl.p, seq, pl.rows)
+	if err != nil {
+		return nil, err
+	}
+	pl.mu.Lock()
+	pl.built = append(pl.built, r)
+	pl.mu.Unlock()
+	return r, nil
+}
+
+// put returns a graph get lent.
+func (pl *runnerPool) put(seq int, r *runner) {
+	pl.mu.Lock()
+	pl.free[seq] = append(pl.free[seq], r)
+	pl.mu.Unlock()
+}
+
+// close frees every graph.
+func (pl *runnerPool) close() {
+	for _, r := range pl.built {
+		r.close()
+	}
+}
+
 // sync copies the parameters' current values into the graph.
 func (r *runner) sync() {
 	for q, n := range r.gr.byParam {
@@ -365,46 +419,30 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		}
 		start, res.Train, res.HeldOut = ck.Step, ck.Train, ck.HeldOut
 	}
-	// One graph per length bucket and worker: attention costs the square
-	// of the positions, and most prompts are far shorter than the longest.
+	// Graphs per length bucket (attention costs the square of the
+	// positions, and most prompts are far shorter than the longest), kept
+	// in one pool that the workers borrow from: a bucket has as many graphs
+	// as workers ever used it at once, not one per worker, so two workers
+	// take little more memory than one (a graph of the longest packed
+	// sequences holds gigabytes). A graph holds no state between examples
+	// (run clears its inputs, sync copies the parameters), so which one an
+	// example gets does not change a bit of the result.
 	workers := max(1, min(o.Workers, max(o.Batch, len(held))))
-	runners := make([]map[int]*runner, workers)
-	for w := range runners {
-		runners[w] = map[int]*runner{}
-	}
-	defer func() {
-		for _, rs := range runners {
-			for _, r := range rs {
-				r.close()
-			}
-		}
-	}()
-	var building sync.Mutex // graphs are built one at a time
-	runnerFor := func(w int, it item) (*runner, error) {
+	pool := newRunnerPool(p, rows)
+	defer pool.close()
+	run := func(it item, wt float32, out *exOut) (float64, int, error) {
 		n := min(o.Seq, (len(it.tokens)+bucket-1)/bucket*bucket)
-		if r, ok := runners[w][n]; ok {
-			return r, nil
-		}
-		building.Lock()
-		defer building.Unlock()
-		r, err := newRunner(p, n, rows)
-		if err != nil {
-			return nil, err
-		}
-		runners[w][n] = r
-		return r, nil
-	}
-	run := func(w int, it item, wt float32, out *exOut) (float64, int, error) {
-		r, err := runnerFor(w, it)
+		r, err := pool.get(n)
 		if err != nil {
 			return 0, 0, err
 		}
+		defer pool.put(n, r)
 		r.sync()
 		return r.run(it, wt, out)
 	}
-	// forEach calls f(i, w) for every i < n, worker w taking i = w,
+	// forEach calls f(i) for every i < n, worker w taking i = w,
 	// w+workers, ... in turn; it returns the first worker's error.
-	forEach := func(n int, f func(i, w int) error) error {
+	forEach := func(n int, f func(i int) error) error {
 		errs := make([]error, workers)
 		var wg sync.WaitGroup
 		for w := range min(workers, n) {
@@ -412,7 +450,7 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 			go func() {
 				defer wg.Done()
 				for i := w; i < n; i += workers {
-					if err := f(i, w); err != nil {
+					if err := f(i); err != nil {
 						errs[w] = err
 						return
 					}
@@ -430,8 +468,8 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 
 	heldLoss, heldN := make([]float64, len(held)), make([]int, len(held))
 	heldOut := func() (float64, error) {
-		err := forEach(len(held), func(i, w int) (err error) {
-			heldLoss[i], heldN[i], err = run(w, heldItems[i], 1, nil)
+		err := forEach(len(held), func(i int) (err error) {
+			heldLoss[i], heldN[i], err = run(heldItems[i], 1, nil)
 			return err
 		})
 		if err != nil {
@@ -484,8 +522,8 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		for _, g := range grads {
 			clear(g)
 		}
-		err := forEach(len(batch), func(b, w int) (err error) {
-			losses[b], _, err = run(w, batch[b], 1/float32(tokens), outs[b])
+		err := forEach(len(batch), func(b int) (err error) {
+			losses[b], _, err = run(batch[b], 1/float32(tokens), outs[b])
 			return err
 		})
 		if err != nil {

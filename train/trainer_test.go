@@ -288,3 +288,78 @@ func TestClipGrads(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerPool: a graph is lent to one borrower at a time, comes back to
+// the next borrower of its bucket, and a bucket gets a second graph only
+// while its first is lent.
+func TestRunnerPool(t *testing.T) {
+	p, err := NewParams(Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := newRunnerPool(p, 4)
+	defer pl.close()
+	a, err := pl.get(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pl.get(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatal("one graph lent twice at once")
+	}
+	c, err := pl.get(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.gr.seq != 32 || a.gr.seq != 16 {
+		t.Fatalf("graphs of %d and %d positions, want 16 and 32", a.gr.seq, c.gr.seq)
+	}
+	pl.put(16, a)
+	if d, err := pl.get(16); err != nil || d != a {
+		t.Fatalf("after put, get(16) = %p, %v; want the returned graph %p", d, err, a)
+	}
+	if len(pl.built) != 3 {
+		t.Fatalf("%d graphs built, want 3", len(pl.built))
+	}
+}
+
+// TestTrainWorkersBitIdenticalBuckets: with examples in two length buckets
+// (graphs lent from the pool to whichever worker needs one), one, two and
+// three workers train the same bits.
+func TestTrainWorkersBitIdenticalBuckets(t *testing.T) {
+	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
+	data := toyExamples(cfg.Vocab, 10)
+	for i := range data {
+		if i%3 == 0 { // a long prompt: the second bucket
+			long := make([]int32, 0, bucket+len(data[i].Tokens))
+			for j := range bucket {
+				long = append(long, int32(1+j%2))
+			}
+			data[i].Tokens = append(long, data[i].Tokens...)
+			data[i].PlanStart += bucket
+		}
+	}
+	var ref *Params
+	for _, workers := range []int{1, 2, 3} {
+		p, err := NewParams(cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Train(context.Background(), p, data[:7], data[7:],
+			Options{Steps: 6, Batch: 4, Seq: 2 * bucket, Seed: 5, EvalEvery: 3, LR: 1e-2, Workers: workers}); err != nil {
+			t.Fatal(err)
+		}
+		if ref == nil {
+			ref = p
+			continue
+		}
+		for i := range p.List {
+			if !slices.Equal(p.List[i].Data, ref.List[i].Data) {
+				t.Fatalf("%d workers: %s differs from one worker's", workers, p.List[i].Name)
+			}
+		}
+	}
+}
