@@ -65,6 +65,11 @@ type RunOptions struct {
 	// DAggerNoRevisit is DAggerOptions.NoRevisit: roll the policies out
 	// with cgreedy's revisit mask.
 	DAggerNoRevisit bool
+	// Average are checkpoints (checkpoint.gob files of earlier points of
+	// this run) whose weights are averaged with the trained ones for the
+	// GGUF written at the end (AverageCheckpoints); the folder's checkpoint
+	// keeps the trained weights, so a resumed run continues from them.
+	Average []string
 	// Out is the folder written: prior.gguf, train.svg, checkpoint.gob.
 	Out string
 	// Model is the shape (Vocab is set from the tokenizer).
@@ -341,6 +346,12 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	res, err := Train(ctx, p, tr, held, to)
 	if err != nil {
 		return nil, err
+	}
+	if len(o.Average) > 0 {
+		if err := AverageCheckpoints(p, o.Average); err != nil {
+			return nil, err
+		}
+		logf("weights: the trained ones averaged with %d checkpoints", len(o.Average))
 	}
 	if err := writeGGUF(p, tok, path, prompt.Kind()); err != nil {
 		return nil, err

@@ -624,3 +624,44 @@ func (ck *checkpoint) restore(p *Params, a *adam) error {
 	a.m, a.v, a.t = ck.M, ck.V, ck.Step
 	return nil
 }
+
+// AverageCheckpoints sets p's weights to the mean of its own and those of
+// the checkpoints at paths (checkpoint averaging: the weights of several
+// points along one run, e.g. the ends of DAgger's rounds, averaged
+// element by element). Each checkpoint must be of p's model.
+func AverageCheckpoints(p *Params, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	sum := make([][]float64, len(p.List))
+	for i, q := range p.List {
+		sum[i] = make([]float64, len(q.Data))
+		for j, v := range q.Data {
+			sum[i][j] = float64(v)
+		}
+	}
+	for _, path := range paths {
+		ck, err := readCheckpoint(path)
+		if err != nil {
+			return fmt.Errorf("train: averaging: %w", err)
+		}
+		if ck.Config != p.Config || len(ck.Names) != len(p.List) {
+			return fmt.Errorf("train: averaging: %s is of another model (%+v)", path, ck.Config)
+		}
+		for i, q := range p.List {
+			if ck.Names[i] != q.Name || len(ck.Data[i]) != len(q.Data) {
+				return fmt.Errorf("train: averaging: %s: its %s does not match the model's", path, ck.Names[i])
+			}
+			for j, v := range ck.Data[i] {
+				sum[i][j] += float64(v)
+			}
+		}
+	}
+	n := float64(len(paths) + 1)
+	for i, q := range p.List {
+		for j := range q.Data {
+			q.Data[j] = float32(sum[i][j] / n)
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -361,5 +362,53 @@ func TestTrainWorkersBitIdenticalBuckets(t *testing.T) {
 				t.Fatalf("%d workers: %s differs from one worker's", workers, p.List[i].Name)
 			}
 		}
+	}
+}
+
+// TestAverageCheckpoints: the averaged weights are the element-wise mean
+// of the model's own and the checkpoints'; a checkpoint of another shape
+// is refused and leaves the weights as they were.
+func TestAverageCheckpoints(t *testing.T) {
+	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
+	dir := t.TempDir()
+	var paths []string
+	var ps []*Params
+	for seed := range uint64(3) {
+		p, err := NewParams(cfg, seed+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+		path := filepath.Join(dir, fmt.Sprintf("ck%d.gob", seed))
+		if err := writeCheckpoint(path, p, newAdam(p), 7, &Result{}); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	got, err := NewParams(cfg, 1) // the same weights as ps[0]
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AverageCheckpoints(got, paths[1:]); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range got.List {
+		for j, v := range q.Data {
+			want := float32((float64(ps[0].List[i].Data[j]) + float64(ps[1].List[i].Data[j]) + float64(ps[2].List[i].Data[j])) / 3)
+			if v != want {
+				t.Fatalf("%s[%d] = %v, want the mean %v", q.Name, j, v, want)
+			}
+		}
+	}
+	other, err := NewParams(Config{Vocab: 12, Dim: 16, Layers: 2, Heads: 2, FFN: 32}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := slices.Clone(other.List[0].Data)
+	if err := AverageCheckpoints(other, paths[:1]); err == nil || !strings.Contains(err.Error(), "another model") {
+		t.Fatalf("a checkpoint of another shape: error %v, want one naming it", err)
+	}
+	if !slices.Equal(other.List[0].Data, before) {
+		t.Fatal("a refused average changed the weights")
 	}
 }

@@ -133,6 +133,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.StringArrayVar(&o.DAgger, "dagger", nil, "a prior (GGUF) whose failed rollouts on the training tasks get the reference planner's corrections as further demonstrations (repeat for DAgger's rounds: every policy's corrections are kept)")
 	f.IntVar(&o.DAggerTasks, "dagger-tasks", 0, "training tasks rolled out by --dagger (spread evenly; 0: all)")
 	f.IntVar(&o.DAggerPoints, "dagger-points", 3, "states per failed rollout that get a correction")
+	f.StringArrayVar(&o.Average, "average", nil, "a checkpoint (checkpoint.gob of an earlier point of the run) whose weights are averaged with the trained ones in the GGUF written at the end (repeat: the mean of all; DIR/checkpoint.gob keeps the trained weights)")
 	f.BoolVar(&o.DAggerNoRevisit, "dagger-no-revisit", false, "roll --dagger policies out with cgreedy's revisit mask (the default of nesy plan/bench cgreedy, and the shipped prior's round; off: plain cgreedy)")
 	f.BoolVar(&vh, "virtualhome", false, "demonstrate the problems of VirtualHome's train split too")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the weights and the data order")
