@@ -193,50 +193,65 @@ func newRunner(p *Params, seq, rows int) (*runner, error) {
 
 func (r *runner) close() { r.vm.Close() }
 
-// runnerPool holds the training graphs of every length bucket, built on
-// first need and lent to one worker at a time.
+// runnerPool holds one training graph per length bucket, built on first
+// need and lent to one worker at a time: a worker that needs a bucket whose
+// graph is lent waits for it. So several workers take the memory of one
+// (a graph of the longest packed sequences holds gigabytes, and two per
+// bucket passed 24 GiB), and run at once while their examples' buckets
+// differ.
 type runnerPool struct {
 	p    *Params
 	rows int
 
-	mu    sync.Mutex
-	free  map[int][]*runner // by positions: graphs not lent now
-	built []*runner         // every graph, closed by close
+	mu      sync.Mutex
+	changed *sync.Cond      // a graph came back or was built
+	graphs  map[int]*runner // by positions
+	lent    map[int]bool    // graphs lent now, and buckets being built
+	built   []*runner       // every graph, closed by close
 	// building serialises graph construction (gorgonia's graph building
 	// is not safe to run concurrently).
 	building sync.Mutex
 }
 
 func newRunnerPool(p *Params, rows int) *runnerPool {
-	return &runnerPool{p: p, rows: rows, free: map[int][]*runner{}}
+	pl := &runnerPool{p: p, rows: rows, graphs: map[int]*runner{}, lent: map[int]bool{}}
+	pl.changed = sync.NewCond(&pl.mu)
+	return pl
 }
 
-// get lends a graph of seq positions: a free one, else a new one.
+// get lends the graph of seq positions, building it on first need, or
+// waits while it is lent.
 func (pl *runnerPool) get(seq int) (*runner, error) {
 	pl.mu.Lock()
-	if rs := pl.free[seq]; len(rs) > 0 {
-		r := rs[len(rs)-1]
-		pl.free[seq] = rs[:len(rs)-1]
+	for pl.lent[seq] {
+		pl.changed.Wait()
+	}
+	pl.lent[seq] = true
+	if r := pl.graphs[seq]; r != nil {
 		pl.mu.Unlock()
 		return r, nil
 	}
 	pl.mu.Unlock()
 	pl.building.Lock()
-	defer pl.building.Unlock()
 	r, err := newRunner(pl.p, seq, pl.rows)
+	pl.building.Unlock()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	if err != nil {
+		pl.lent[seq] = false
+		pl.changed.Broadcast()
 		return nil, err
 	}
-	pl.mu.Lock()
+	pl.graphs[seq] = r
 	pl.built = append(pl.built, r)
-	pl.mu.Unlock()
 	return r, nil
 }
 
-// put returns a graph get lent.
-func (pl *runnerPool) put(seq int, r *runner) {
+// put returns the graph of seq positions get lent.
+func (pl *runnerPool) put(seq int) {
 	pl.mu.Lock()
-	pl.free[seq] = append(pl.free[seq], r)
+	pl.lent[seq] = false
+	pl.changed.Broadcast()
 	pl.mu.Unlock()
 }
 
@@ -419,14 +434,12 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		}
 		start, res.Train, res.HeldOut = ck.Step, ck.Train, ck.HeldOut
 	}
-	// Graphs per length bucket (attention costs the square of the
-	// positions, and most prompts are far shorter than the longest), kept
-	// in one pool that the workers borrow from: a bucket has as many graphs
-	// as workers ever used it at once, not one per worker, so two workers
-	// take little more memory than one (a graph of the longest packed
-	// sequences holds gigabytes). A graph holds no state between examples
-	// (run clears its inputs, sync copies the parameters), so which one an
-	// example gets does not change a bit of the result.
+	// One graph per length bucket (attention costs the square of the
+	// positions, and most prompts are far shorter than the longest), in a
+	// pool the workers borrow from (runnerPool). A graph holds no state
+	// between examples (run clears its inputs, sync copies the
+	// parameters), so which worker runs an example does not change a bit
+	// of the result.
 	workers := max(1, min(o.Workers, max(o.Batch, len(held))))
 	pool := newRunnerPool(p, rows)
 	defer pool.close()
@@ -436,7 +449,7 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		if err != nil {
 			return 0, 0, err
 		}
-		defer pool.put(n, r)
+		defer pool.put(n)
 		r.sync()
 		return r.run(it, wt, out)
 	}

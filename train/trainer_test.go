@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/internal/testenv"
@@ -290,9 +291,9 @@ func TestClipGrads(t *testing.T) {
 	}
 }
 
-// TestRunnerPool: a graph is lent to one borrower at a time, comes back to
-// the next borrower of its bucket, and a bucket gets a second graph only
-// while its first is lent.
+// TestRunnerPool: a bucket has one graph, lent to one borrower at a time:
+// a second borrower of the bucket waits until it comes back and then gets
+// the same graph; another bucket's graph is lent meanwhile.
 func TestRunnerPool(t *testing.T) {
 	p, err := NewParams(Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}, 3)
 	if err != nil {
@@ -304,26 +305,34 @@ func TestRunnerPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pl.get(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a == b {
-		t.Fatal("one graph lent twice at once")
-	}
-	c, err := pl.get(32)
+	got := make(chan *runner)
+	go func() {
+		r, err := pl.get(16)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	c, err := pl.get(32) // another bucket: not blocked by the lent one
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.gr.seq != 32 || a.gr.seq != 16 {
 		t.Fatalf("graphs of %d and %d positions, want 16 and 32", a.gr.seq, c.gr.seq)
 	}
-	pl.put(16, a)
-	if d, err := pl.get(16); err != nil || d != a {
-		t.Fatalf("after put, get(16) = %p, %v; want the returned graph %p", d, err, a)
+	select {
+	case r := <-got:
+		t.Fatalf("a second borrower got %p while the bucket's graph %p was lent", r, a)
+	case <-time.After(50 * time.Millisecond):
 	}
-	if len(pl.built) != 3 {
-		t.Fatalf("%d graphs built, want 3", len(pl.built))
+	pl.put(16)
+	if r := <-got; r != a {
+		t.Fatalf("the waiting borrower got %p, want the returned graph %p", r, a)
+	}
+	pl.put(16)
+	pl.put(32)
+	if len(pl.built) != 2 {
+		t.Fatalf("%d graphs built, want one per bucket (2)", len(pl.built))
 	}
 }
 
