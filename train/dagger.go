@@ -29,7 +29,7 @@ type DAggerOptions struct {
 	// Timeout bounds the reference planner per state (0: 10 s).
 	Timeout time.Duration
 	// NoRevisit rolls out with cgreedy's revisit mask
-	// (planner.Options.NoRevisit) as p25's and the shipped p26's rounds
+	// (planner.Options.NoRevisit) as the shipped prior's three rounds
 	// were made: where every action leads back, all stay allowed
 	// (planner.Options.RevisitAll; cgreedy now keeps only the least
 	// visited of them); false rolls out plain cgreedy (how p17's round was
