@@ -427,10 +427,10 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	if o.Resume && o.Checkpoint != "" {
 		ck, err := readCheckpoint(o.Checkpoint)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("train: resuming: %w", err)
 		}
 		if err := ck.restore(p, opt); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("train: resuming from %s: %w", o.Checkpoint, err)
 		}
 		start, res.Train, res.HeldOut = ck.Step, ck.Train, ck.HeldOut
 	}
@@ -610,28 +610,45 @@ func writeCheckpoint(path string, p *Params, a *adam, step int, res *Result) err
 	return nil
 }
 
+// readCheckpoint reads the checkpoint at path.
 func readCheckpoint(path string) (*checkpoint, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("train: resuming: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	var ck checkpoint
 	if err := gob.NewDecoder(f).Decode(&ck); err != nil {
-		return nil, fmt.Errorf("train: resuming from %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &ck, nil
 }
 
-// restore loads the checkpoint's weights and optimiser state into p and a.
-func (ck *checkpoint) restore(p *Params, a *adam) error {
-	if ck.Config != p.Config || len(ck.Names) != len(p.List) || len(ck.M) != len(p.List) || len(ck.V) != len(p.List) {
-		return fmt.Errorf("train: the checkpoint is of another model (%+v)", ck.Config)
+// check reports whether the checkpoint holds weights of p's model: the
+// same shape, parameter by parameter.
+func (ck *checkpoint) check(p *Params) error {
+	if ck.Config != p.Config || len(ck.Names) != len(p.List) || len(ck.Data) != len(p.List) {
+		return fmt.Errorf("the checkpoint is of another model (%+v)", ck.Config)
 	}
 	for i, q := range p.List {
-		if ck.Names[i] != q.Name || len(ck.Data[i]) != len(q.Data) || len(ck.M[i]) != len(q.Data) || len(ck.V[i]) != len(q.Data) {
-			return fmt.Errorf("train: the checkpoint's %s does not match the model's", ck.Names[i])
+		if ck.Names[i] != q.Name || len(ck.Data[i]) != len(q.Data) {
+			return fmt.Errorf("the checkpoint's %s does not match the model's", ck.Names[i])
 		}
+	}
+	return nil
+}
+
+// restore loads the checkpoint's weights and optimiser state into p and a.
+func (ck *checkpoint) restore(p *Params, a *adam) error {
+	if err := ck.check(p); err != nil {
+		return err
+	}
+	for i, q := range p.List {
+		if len(ck.M) != len(p.List) || len(ck.V) != len(p.List) || len(ck.M[i]) != len(q.Data) || len(ck.V[i]) != len(q.Data) {
+			return fmt.Errorf("the checkpoint's optimiser state for %s does not match the model", q.Name)
+		}
+	}
+	for i, q := range p.List {
 		copy(q.Data, ck.Data[i])
 	}
 	a.m, a.v, a.t = ck.M, ck.V, ck.Step
@@ -641,7 +658,8 @@ func (ck *checkpoint) restore(p *Params, a *adam) error {
 // AverageCheckpoints sets p's weights to the mean of its own and those of
 // the checkpoints at paths (checkpoint averaging: the weights of several
 // points along one run, e.g. the ends of DAgger's rounds, averaged
-// element by element). Each checkpoint must be of p's model.
+// element by element). Each checkpoint must be of p's model; on an error
+// p is left as it was.
 func AverageCheckpoints(p *Params, paths []string) error {
 	if len(paths) == 0 {
 		return nil
@@ -658,13 +676,10 @@ func AverageCheckpoints(p *Params, paths []string) error {
 		if err != nil {
 			return fmt.Errorf("train: averaging: %w", err)
 		}
-		if ck.Config != p.Config || len(ck.Names) != len(p.List) {
-			return fmt.Errorf("train: averaging: %s is of another model (%+v)", path, ck.Config)
+		if err := ck.check(p); err != nil {
+			return fmt.Errorf("train: averaging %s: %w", path, err)
 		}
-		for i, q := range p.List {
-			if ck.Names[i] != q.Name || len(ck.Data[i]) != len(q.Data) {
-				return fmt.Errorf("train: averaging: %s: its %s does not match the model's", path, ck.Names[i])
-			}
+		for i := range p.List {
 			for j, v := range ck.Data[i] {
 				sum[i][j] += float64(v)
 			}

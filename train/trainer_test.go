@@ -376,7 +376,8 @@ func TestTrainWorkersBitIdenticalBuckets(t *testing.T) {
 
 // TestAverageCheckpoints: the averaged weights are the element-wise mean
 // of the model's own and the checkpoints'; a checkpoint of another shape
-// is refused and leaves the weights as they were.
+// is refused, by averaging (leaving the weights as they were) and by
+// resuming alike (the one shape check both use).
 func TestAverageCheckpoints(t *testing.T) {
 	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
 	dir := t.TempDir()
@@ -419,5 +420,12 @@ func TestAverageCheckpoints(t *testing.T) {
 	}
 	if !slices.Equal(other.List[0].Data, before) {
 		t.Fatal("a refused average changed the weights")
+	}
+	ck, err := readCheckpoint(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ck.restore(other, newAdam(other)); err == nil || !strings.Contains(err.Error(), "another model") {
+		t.Fatalf("resuming a model of another shape: error %v, want one naming it", err)
 	}
 }
