@@ -180,6 +180,11 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 			m.Backend().Close()
 		}
 	}()
+	// Before the weights load: Ollama's Load resets the devices the model
+	// does not use, which other engines of this process may be using.
+	if err := disableDeviceResets(); err != nil {
+		return nil, err
+	}
 	if err := m.Backend().Load(ctx, nil); err != nil {
 		return nil, fmt.Errorf("models: loading %s: %w", name, err)
 	}
