@@ -80,16 +80,19 @@ func TestBenchFlagErrors(t *testing.T) {
 // TestBenchEndAtGoal: --end goal reaches the planner, is recorded in
 // run.json, and a resume with the other policy is refused with the folder
 // named. The task is one of ALFWorld's training games on which the shipped
-// prior ends its plan (end-of-turn token) short of the goal; with --end goal
-// the plan must run on instead.
+// prior, in two-phase mode, ends its plan (end-of-turn token) short of the
+// goal; with --end goal the plan must run on instead. (A new prior may not
+// end early there: the premise check below then says so. p29 ends early on
+// no training game from the true state, and on this one of the 200 in
+// two-phase mode.)
 func TestBenchEndAtGoal(t *testing.T) {
 	ds := testenv.Datasets(t)
-	const task = "pick_two_obj_and_place-SoapBottle-None-Cart-401/trial_T20190908_215242_345375"
+	const task = "pick_two_obj_and_place-CreditCard-None-Desk-313/trial_T20190909_104504_038752"
 	run := func(end string) (string, bench.Record) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "run")
 		if _, stderr, code := runNesy(t, "bench", "--env", "alfworld", "--split", "valid_train", "--suite", task, "--method", "cgreedy",
-			"--mode", "true-state", "--out", out, "--threads", "1", "--datasets", ds, "--quiet", "--end", end); code != 0 {
+			"--mode", "two-phase", "--out", out, "--threads", "1", "--datasets", ds, "--quiet", "--end", end); code != 0 {
 			t.Fatalf("--end %s: exit %d: %s", end, code, stderr)
 		}
 		data, err := os.ReadFile(filepath.Join(out, bench.TasksFile))
@@ -111,7 +114,7 @@ func TestBenchEndAtGoal(t *testing.T) {
 		t.Fatalf("run.json %s (%v): want end goal", data, err)
 	}
 	if _, stderr, code := runNesy(t, "bench", "--env", "alfworld", "--split", "valid_train", "--suite", task, "--method", "cgreedy",
-		"--mode", "true-state", "--out", out, "--threads", "1", "--datasets", ds, "--quiet"); code == 0 || !strings.Contains(stderr, `holds a run with end "goal"`) {
+		"--mode", "two-phase", "--out", out, "--threads", "1", "--datasets", ds, "--quiet"); code == 0 || !strings.Contains(stderr, `holds a run with end "goal"`) {
 		t.Fatalf("resume with --end any: exit %d, %q", code, stderr)
 	}
 }
