@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,7 +26,9 @@ import (
 // Environment: NESY_BENCH_THREADS (default: all CPUs), NESY_BENCH_GPU_LAYERS
 // (Options.GPULayers; default 0 = all layers on a GPU when ggml found one),
 // NESY_BENCH_MODEL (a GGUF to use instead of the reference model), NESY_BENCH_FLASH
-// (Options.FlashAttention: auto, on or off; default auto).
+// (Options.FlashAttention: auto, on or off; default auto), NESY_BENCH_LOG
+// (debug: the engine's and ggml's debug lines on stderr, among them ggml's
+// CUDA backend saying when and why it does not use CUDA graphs).
 //
 // Each benchmark reports tok/s. The Raw* benchmarks drive Ollama's engine
 // directly (model.New, cache, Forward, Compute) with the same shapes, as
@@ -39,6 +42,9 @@ var refModel struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("NESY_BENCH_LOG") == "debug" {
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}
 	code := m.Run()
 	if refModel.dir != "" {
 		os.RemoveAll(refModel.dir)

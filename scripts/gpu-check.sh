@@ -23,6 +23,9 @@
 #   bench-*    prefill, decode, 16 forks (models) and MCTS simulations/s at
 #              batch 1 and 16 (mcts), on the reference llama and on a qwen35
 #              model of Qwen3.5-4B's layer shape
+#   diag-qwen35 where a decoded token's host time goes: ggml's CUDA-graph
+#              debug lines, a CPU profile (decode-qwen35.prof), decode
+#              with CUDA graphs off
 #   models     the whole models suite, in the time left
 # then a summary (summary.txt) with every step's status and the figures.
 # A failing step prints its last 80 lines; the run goes on unless a step
@@ -482,6 +485,32 @@ if ((bench)); then
       _ "$repo" "$bin/mcts.test" "$b" "$mcts_benchtime" || true
     fig_files+=("$m:$out/$(printf '%02d' "$n")-mcts-$m.log")
   done
+fi
+
+# Where the host time of a decoded token goes (the first H200 run found
+# decode host-bound: 8.5 ms of CPU per 8.1 ms token on the 4B-shaped model):
+# BenchmarkDecode on the qwen35 model with ggml's debug lines (whether and
+# why the CUDA backend declines CUDA graphs), a CPU profile of the process
+# (decode-qwen35.prof, read here with go tool pprof), and the same benchmark
+# with CUDA graphs off for comparison.
+diag() {
+  cd "$repo/models"
+  # Debug logging slows the passes: it runs apart, for its lines only.
+  NESY_BENCH_LOG=debug "$bin/models.test" -test.run '^$' -test.bench '^BenchmarkDecode$' -test.benchtime 20x \
+    -test.timeout 5m >"$work/diag.log" 2>&1 || { tail -n 40 "$work/diag.log"; return 1; }
+  echo "ggml debug lines about CUDA graphs in 20 decoded tokens (count, then the kinds):"
+  grep -c 'CUDA graph' "$work/diag.log" || true
+  grep -o 'disabling CUDA graphs due to [a-z >0-9]*' "$work/diag.log" | sort | uniq -c | head || true
+  echo "decode with a CPU profile (decode-qwen35.prof):"
+  "$bin/models.test" -test.run '^$' -test.bench '^BenchmarkDecode$' -test.benchtime 200x \
+    -test.timeout 5m -test.cpuprofile "$out/decode-qwen35.prof" 2>&1 | grep -E '^BenchmarkDecode'
+  echo "with GGML_CUDA_DISABLE_GRAPHS=1:"
+  GGML_CUDA_DISABLE_GRAPHS=1 "$bin/models.test" -test.run '^$' -test.bench '^BenchmarkDecode$' -test.benchtime 200x \
+    -test.timeout 5m 2>&1 | grep -E '^BenchmarkDecode'
+}
+export -f diag
+if ((bench)) && [[ -f "$models_dir/qwen35.gguf" ]]; then
+  step --quiet diag-qwen35 90 env NESY_BENCH_MODEL="$models_dir/qwen35.gguf" bash -c diag || true
 fi
 
 # The whole models suite in the time left (the GPU tests above come first).
