@@ -643,8 +643,11 @@ func (ck *checkpoint) restore(p *Params, a *adam) error {
 	if err := ck.check(p); err != nil {
 		return err
 	}
+	if len(ck.M) != len(p.List) || len(ck.V) != len(p.List) {
+		return fmt.Errorf("the checkpoint's optimiser state does not match the model")
+	}
 	for i, q := range p.List {
-		if len(ck.M) != len(p.List) || len(ck.V) != len(p.List) || len(ck.M[i]) != len(q.Data) || len(ck.V[i]) != len(q.Data) {
+		if len(ck.M[i]) != len(q.Data) || len(ck.V[i]) != len(q.Data) {
 			return fmt.Errorf("the checkpoint's optimiser state for %s does not match the model", q.Name)
 		}
 	}
