@@ -2,6 +2,8 @@ package train
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -150,5 +152,46 @@ func TestPackedEqualsSeparate(t *testing.T) {
 				t.Fatalf("%s[%d]: packed gradient %.6f, alone %.6f", q.Name, j, b, a)
 			}
 		}
+	}
+}
+
+// TestEpochsRotate checks which sequences each epoch holds, by hand: the
+// fixed ones every epoch, the pool in turns that wrap around, and no
+// change at all where rotating would not drop anything.
+func TestEpochsRotate(t *testing.T) {
+	ids := []string{"a1", "g1", "a2", "g2", "g3", "g4", "g5"}
+	items := make([]item, len(ids))
+	for i, id := range ids {
+		items[i] = item{id: id}
+	}
+	gen := func(id string) bool { return strings.HasPrefix(id, "g") }
+	tests := []struct {
+		name  string
+		turn  int
+		match func(string) bool
+		want  [][]string // epochs 0, 1, 2
+	}{
+		{"off", 0, gen, [][]string{ids, ids, ids}},
+		{"no match", 2, nil, [][]string{ids, ids, ids}},
+		{"pool not larger", 5, gen, [][]string{ids, ids, ids}},
+		{"turns of two", 2, gen, [][]string{{"a1", "a2", "g1", "g2"}, {"a1", "a2", "g3", "g4"}, {"a1", "a2", "g5", "g1"}}},
+		{"turns of four", 4, gen, [][]string{{"a1", "a2", "g1", "g2", "g3", "g4"}, {"a1", "a2", "g5", "g1", "g2", "g3"}, {"a1", "a2", "g4", "g5", "g1", "g2"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEpochs(items, tc.turn, tc.match)
+			for n, want := range tc.want {
+				if e.size != len(want) {
+					t.Fatalf("epoch size %d, want %d", e.size, len(want))
+				}
+				var got []string
+				for i := range e.size {
+					got = append(got, e.at(n, i).id)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("epoch %d holds %v, want %v", n, got, want)
+				}
+			}
+		})
 	}
 }

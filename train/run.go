@@ -41,6 +41,12 @@ type RunOptions struct {
 	// their DAgger rollouts, with shortest plans (A* over LM-cut) instead of
 	// GBFS's (DemoOptions.Optimal).
 	OptimalBlocksworld bool
+	// BlocksworldPerEpoch, when above 0 and below Blocksworld, holds only
+	// that many of the generated problems' demonstrations in each training
+	// epoch, in turn (Options.Rotate): every problem is trained on over the
+	// epochs while Blocksworld's share of each epoch, and with it the other
+	// suites', stays that of BlocksworldPerEpoch problems.
+	BlocksworldPerEpoch int
 	// PlanBench is PlanBench's Blocksworld folder (domain.pddl and
 	// instances/): its domain and words for the generated problems, and the
 	// instances they must differ from. Needed when Blocksworld > 0.
@@ -266,6 +272,15 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	}
 	tok := NewTokenizer(demos, o.Merges)
 	base := demos
+	if o.BlocksworldPerEpoch > 0 {
+		generated := map[string]bool{}
+		for _, d := range demos {
+			if d.Env == EnvBlocksworld {
+				generated[d.ID] = true
+			}
+		}
+		o.Train.Rotate, o.Train.RotateMatch = o.BlocksworldPerEpoch, func(id string) bool { return generated[id] }
+	}
 	for _, policy := range o.DAgger {
 		dd, err := loadDAgger(ctx, o, policy, src, base, logf)
 		if err != nil {

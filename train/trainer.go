@@ -53,6 +53,17 @@ type Options struct {
 	// checkpoint is written (nil: none): Run writes the GGUF there, so a
 	// long run's model can be tried before it ends.
 	Snapshot func() error
+	// Rotate, when above 0 and below the number of training sequences
+	// RotateMatch selects, holds only Rotate of those sequences in each
+	// epoch, taken in turn (epoch e holds the Rotate after epoch e-1's,
+	// wrapping around): a large pool of one kind (generated Blocksworld
+	// problems) is all seen over the epochs while its share of each epoch
+	// stays that of Rotate sequences. 0, or a pool no larger: every
+	// sequence in every epoch (the data order is then as without it).
+	Rotate int
+	// RotateMatch selects the rotated sequences by the ID of their first
+	// example (nil: none).
+	RotateMatch func(id string) bool
 	// BLAS is the matrix products' implementation ("" or BLASGonum: gonum's,
 	// the same bits on every machine; BLASOpenBLAS: about 3 times faster
 	// per core, see BLASOpenBLAS). It is gorgonia's process-wide setting,
@@ -414,6 +425,7 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	}
 	items := pack(train, o.Seq, o.Pack)
 	res.Sequences = len(items)
+	ep := newEpochs(items, o.Rotate, o.RotateMatch)
 	heldItems := make([]item, len(held))
 	for i, x := range held {
 		heldItems[i] = itemOf(x)
@@ -524,9 +536,9 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 		batch := make([]item, o.Batch)
 		for b := range batch {
 			k := step*o.Batch + b
-			epoch, at := k/len(items), k%len(items)
-			perm := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(items))
-			batch[b] = items[perm[at]]
+			epoch, at := k/ep.size, k%ep.size
+			perm := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(ep.size)
+			batch[b] = ep.at(epoch, perm[at])
 		}
 		tokens := 0
 		for _, it := range batch {
@@ -695,4 +707,42 @@ func AverageCheckpoints(p *Params, paths []string) error {
 		}
 	}
 	return nil
+}
+
+// epochs says which training sequences an epoch holds: every sequence,
+// or (Options.Rotate) the fixed ones and a turn of the rotated pool.
+type epochs struct {
+	fixed, pool []item
+	turn        int // rotated sequences per epoch (0: none rotate)
+	size        int // sequences per epoch
+}
+
+// newEpochs splits items into fixed sequences and the pool match selects,
+// when rotating (turn above 0 and below the pool's size) changes anything.
+func newEpochs(items []item, turn int, match func(id string) bool) epochs {
+	e := epochs{fixed: items, size: len(items)}
+	if turn <= 0 || match == nil {
+		return e
+	}
+	var fixed, pool []item
+	for _, it := range items {
+		if match(it.id) {
+			pool = append(pool, it)
+		} else {
+			fixed = append(fixed, it)
+		}
+	}
+	if len(pool) <= turn {
+		return e
+	}
+	return epochs{fixed: fixed, pool: pool, turn: turn, size: len(fixed) + turn}
+}
+
+// at returns the i-th sequence (0 <= i < size) of epoch n: the fixed
+// sequences in their order, then epoch n's turn of the pool.
+func (e epochs) at(n, i int) item {
+	if i < len(e.fixed) {
+		return e.fixed[i]
+	}
+	return e.pool[(n*e.turn+i-len(e.fixed))%len(e.pool)]
 }

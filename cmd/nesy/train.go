@@ -129,6 +129,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.BoolVar(&o.Masked, "masked", false, "loss over the tokens the constraint allows at each plan token (the distribution the planner uses), not the whole vocabulary")
 	f.IntVar(&o.Goals, "goals", 0, "further goals per training game, sampled on its scene over the six task types and demonstrated too")
 	f.IntVar(&o.Blocksworld, "blocksworld", 0, "generated Blocksworld problems demonstrated too (none equal to a PlanBench instance up to renaming)")
+	f.IntVar(&o.BlocksworldPerEpoch, "blocksworld-per-epoch", 0, "train on only N of the --blocksworld problems per epoch, in turn, so that a larger pool of problems keeps Blocksworld's share of each epoch (and the other suites') that of N problems (0: all in every epoch)")
 	f.BoolVar(&o.OptimalBlocksworld, "optimal-blocksworld", false, "demonstrate the --blocksworld problems, and correct their --dagger rollouts, with shortest plans (A* over LM-cut) instead of GBFS's, which take detours on a fifth of the five- and six-block problems")
 	f.StringArrayVar(&o.DAgger, "dagger", nil, "a prior (GGUF) whose failed rollouts on the training tasks get the reference planner's corrections as further demonstrations (repeat for DAgger's rounds: every policy's corrections are kept)")
 	f.IntVar(&o.DAggerTasks, "dagger-tasks", 0, "training tasks rolled out by --dagger (spread evenly; 0: all)")
