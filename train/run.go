@@ -45,7 +45,10 @@ type RunOptions struct {
 	// that many of the generated problems' demonstrations in each training
 	// epoch, in turn (Options.Rotate): every problem is trained on over the
 	// epochs while Blocksworld's share of each epoch, and with it the other
-	// suites', stays that of BlocksworldPerEpoch problems.
+	// suites', stays that of BlocksworldPerEpoch problems. A problem's
+	// sequence rotates whole: with Train.Pack, the DAgger corrections packed
+	// into it (same scene, shared prompt) rotate with it; those in
+	// sequences of their own stay in every epoch.
 	BlocksworldPerEpoch int
 	// PlanBench is PlanBench's Blocksworld folder (domain.pddl and
 	// instances/): its domain and words for the generated problems, and the
