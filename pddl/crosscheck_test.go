@@ -323,3 +323,42 @@ func TestCompiledQuantifierAgreesWithLiftedSemantics(t *testing.T) {
 		crossCheckWalk(t, task, "containers", 30, rng)
 	}
 }
+
+// TestCompiledShapesAgreeWithLiftedSemantics grounds ipc-adl problems with
+// quantified conditions in each shape a planner may ask for (nesy solve's
+// compile bound, Fast Downward's shape with every forall compiled, that
+// shape with the rest in DNF) and walks each against the lifted formulas:
+// compiling changes the representation, never which actions apply.
+func TestCompiledShapesAgreeWithLiftedSemantics(t *testing.T) {
+	ds := testenv.Datasets(t)
+	shapes := []struct {
+		name string
+		lim  GroundLimits
+	}{
+		{"bound2", GroundLimits{CompileBound: TranslateCompileBound}},
+		{"foralls", GroundLimits{CompileForalls: true}},
+		{"foralls+bound2", GroundLimits{CompileForalls: true, CompileBound: TranslateCompileBound, RelevantAxioms: true}},
+	}
+	problems := []string{"miconic-fulladl/f3-3.pddl", "assembly/prob01.pddl", "schedule/probschedule-2-0.pddl", "airport-adl/p01-airport1-p1.pddl", "trucks/p01.pddl"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, rel := range problems {
+		prob := filepath.Join(ds, "ipc-adl", rel)
+		dom := filepath.Join(filepath.Dir(prob), "domain.pddl")
+		for _, sh := range shapes {
+			t.Run(rel+"/"+sh.name, func(t *testing.T) {
+				task, _, err := LoadFilesLimits(dom, prob, sh.lim)
+				if err != nil {
+					if testenv.IsSlice() {
+						t.Skip(err)
+					}
+					t.Fatal(err)
+				}
+				// stop's preconditions quantify over passengers.
+				if sh.lim.CompileForalls && strings.HasPrefix(rel, "miconic") && len(task.Axioms) == 0 {
+					t.Fatal("no forall was compiled into axioms")
+				}
+				crossCheckWalk(t, task, rel, 25, rng)
+			})
+		}
+	}
+}

@@ -89,6 +89,16 @@ type GroundLimits struct {
 	// without large conditions keep exactly the ground actions their PDDL
 	// spells (what the environments and the decoder's action texts rely on).
 	CompileBound float64
+	// CompileForalls grounds with every universally quantified subformula
+	// of a condition (after negations are pushed to the literals, so a
+	// negated existential too) compiled into the negation of a derived
+	// predicate, whatever its size, the shape Fast Downward's translator
+	// gives a task: its remove_universal_quantifiers makes the foralls
+	// axioms, and only then are disjunctions split into action copies and
+	// existentials made parameters (here: the DNF variants and the join's
+	// existential variables). CompileBound, when also set, then compiles
+	// what still exceeds it.
+	CompileForalls bool
 	// RelevantAxioms keeps only the axioms whose derived facts a goal, an
 	// action precondition or an effect condition needs, directly or through
 	// the bodies of other kept axioms, as Fast Downward's translator keeps

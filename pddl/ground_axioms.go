@@ -115,6 +115,9 @@ func (g *grounder) dnfSize(c *cond, sl *slots, lifted bool) float64 {
 // whether existentials at the top of c are bound by a join (preconditions,
 // goals and rule bodies) rather than expanded (effect conditions).
 func (g *grounder) flatten(c *cond, sl *slots, lifted bool, pos Pos) *cond {
+	if g.err == nil && g.lim.CompileForalls {
+		c = g.compileForalls(c, sl, pos)
+	}
 	if g.err != nil || g.compileBound <= 0 || g.dnfSize(c, sl, lifted) <= g.compileBound {
 		return c
 	}
@@ -145,6 +148,37 @@ func (g *grounder) flatten(c *cond, sl *slots, lifted bool, pos Pos) *cond {
 	case cForall:
 		n := g.derivedAtom(&cond{kind: cExists, vars: c.vars, sub: []*cond{negate(c.sub[0])}}, sl, pos)
 		return negate(n)
+	}
+	return c
+}
+
+// compileForalls rewrites every universal quantification in c whose body
+// is not static into the negation of a new derived predicate
+// (GroundLimits.CompileForalls); the rest of c is left for the DNF.
+func (g *grounder) compileForalls(c *cond, sl *slots, pos Pos) *cond {
+	switch c.kind {
+	case cForall:
+		if g.staticOnly(c.sub[0]) {
+			return c
+		}
+		return g.derivedAtom(c, sl, pos)
+	case cAnd, cOr:
+		subs := make([]*cond, len(c.sub))
+		changed := false
+		for i, s := range c.sub {
+			subs[i] = g.compileForalls(s, sl, pos)
+			changed = changed || subs[i] != s
+		}
+		if !changed {
+			return c
+		}
+		return junction(c.kind, subs)
+	case cExists:
+		b := g.compileForalls(c.sub[0], sl, pos)
+		if b == c.sub[0] {
+			return c
+		}
+		return &cond{kind: cExists, vars: c.vars, sub: []*cond{b}}
 	}
 	return c
 }

@@ -38,11 +38,11 @@ type solveJSON struct {
 
 func newSolveCmd() *cobra.Command {
 	var (
-		domain, problem, alg, hname string
-		asJSON, unit, warnings, prf bool
-		maxExp, maxStates           int
-		weight, compile             float64
-		timeout                     time.Duration
+		domain, problem, alg, hname          string
+		asJSON, unit, warnings, prf, foralls bool
+		maxExp, maxStates                    int
+		weight, compile                      float64
+		timeout                              time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --domain D --problem P [--search gbfs|lazy|astar] [--heuristic ff|add|max|lmcut|goalcount] [--json]",
@@ -115,7 +115,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			if strings.Contains(hname, "lmcut") && !cmd.Flags().Changed("compile-bound") {
 				compile = 0
 			}
-			task, warns, err := pddl.LoadFilesLimits(domain, problem, pddl.GroundLimits{CompileBound: compile, RelevantAxioms: true})
+			task, warns, err := pddl.LoadFilesLimits(domain, problem, pddl.GroundLimits{CompileBound: compile, CompileForalls: foralls, RelevantAxioms: true})
 			if warnings {
 				for _, w := range warns {
 					fmt.Fprintln(errw, w)
@@ -174,6 +174,7 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f.IntVar(&maxStates, "max-states", 0, "stop once this many distinct states are stored, a memory bound (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")
 	f.BoolVar(&warnings, "warnings", false, "print warnings about tolerated oddities of the PDDL")
+	f.BoolVar(&foralls, "compile-foralls", false, "compile every universally quantified condition into a derived predicate, whatever its size, and leave disjunctions and existentials to action copies, as Fast Downward's translator shapes a task")
 	f.Float64Var(&compile, "compile-bound", pddl.TranslateCompileBound, "compile conditions whose DNF may exceed this many disjuncts into derived predicates, as Fast Downward's translator does (0: expand into DNF, compiling only past 4096; lmcut defaults to 0)")
 	return cmd
 }
