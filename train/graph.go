@@ -151,8 +151,8 @@ func newGraph(p *Params, seq, rows int, withLoss bool) (*graph, error) {
 			q := rope(must(G.Mul(a, param(headName(l, "q", hh)))), cosQN, sinQN)
 			k := rope(must(G.Mul(a, param(headName(l, "k", hh)))), cosKN, sinKN)
 			v := must(G.Mul(a, param(headName(l, "v", hh))))
-			s := must(G.Add(must(G.Mul(q, must(G.Transpose(k)))), maskN))
-			o := must(G.Mul(must(G.SoftMax(s)), v))
+			s := must(G.Mul(q, must(G.Transpose(k))))
+			o := must(G.Mul(must(softmaxRows(s, maskN, false)), v))
 			o = must(G.Mul(o, param(headName(l, "o", hh))))
 			if att == nil {
 				att = o
@@ -178,7 +178,7 @@ func newGraph(p *Params, seq, rows int, withLoss bool) (*graph, error) {
 	if withLoss {
 		gr.target = G.NewMatrix(g, dt, G.WithShape(rows, c.Vocab), G.WithName("target"))
 		gr.allow = G.NewMatrix(g, dt, G.WithShape(rows, c.Vocab), G.WithName("allow"))
-		lsm := must(G.LogSoftMax(must(G.Add(gr.logits, gr.allow))))
+		lsm := must(softmaxRows(gr.logits, gr.allow, true))
 		gr.loss = must(G.Neg(must(G.Sum(must(G.HadamardProd(lsm, gr.target))))))
 	}
 	if err != nil {
