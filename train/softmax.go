@@ -52,13 +52,10 @@ func expMasked(z float32) float32 {
 // LogSoftMax) without the sum's own tensor, and with the same bits. The
 // mask gets no gradient.
 func softmaxRows(x, mask *G.Node, isLog bool) (*G.Node, error) {
-	return G.ApplyOp(&rowSoftmaxOp{isLog: isLog}, x, mask)
+	return G.ApplyOp(&rowSoftmaxOp{rowOp{name: "RowSoftmax", isLog: isLog, row: softmaxRow(isLog)}}, x, mask)
 }
 
-type rowSoftmaxOp struct {
-	isLog bool
-	out   reused
-}
+type rowSoftmaxOp struct{ rowOp }
 
 // reused is an op's output tensor, kept for its next run: a training graph
 // runs one example at a time (runnerPool lends it to one worker), and the
@@ -75,57 +72,90 @@ func (r *reused) get(s tensor.Shape) *tensor.Dense {
 	return r.t
 }
 
-func (op *rowSoftmaxOp) Arity() int { return 2 }
-func (op *rowSoftmaxOp) Type() hm.Type {
+// rowOp is what both row ops share: two float32 matrices of one shape in,
+// one of that shape out (a new tensor per op, kept between runs), and a
+// name that says which op and whether it is the log form.
+type rowOp struct {
+	name  string
+	isLog bool
+	out   reused
+	// row computes one row of the output from the two inputs' rows (of
+	// one length); first is a[0] + b[0] of the whole matrices.
+	row func(a, b, out []float32, first float32)
+}
+
+func (op *rowOp) Do(in ...G.Value) (G.Value, error) {
+	a, err := matrixOf(in, 0)
+	if err != nil {
+		return nil, err
+	}
+	return op.UsePreallocDo(op.out.get(a.Shape()), in...)
+}
+
+func (op *rowOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error) {
+	a, b, out, err := op.operands(prealloc, in)
+	if err != nil {
+		return nil, err
+	}
+	as, bs, os := a.Data().([]float32), b.Data().([]float32), out.Data().([]float32)
+	rows, cols := a.Shape()[0], a.Shape()[1]
+	first := as[0] + bs[0]
+	eachRow(rows, cols, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			i, j := r*cols, (r+1)*cols
+			ar := as[i:j:j]
+			op.row(ar, bs[i:j:j][:len(ar)], os[i:j:j][:len(ar)], first)
+		}
+	})
+	return out, nil
+}
+
+func (op *rowOp) Arity() int { return 2 }
+func (op *rowOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	return hm.NewFnType(a, a, a)
 }
-func (op *rowSoftmaxOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+func (op *rowOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	s, ok := in[0].(tensor.Shape)
 	if !ok {
-		return nil, fmt.Errorf("row softmax: input shape %v", in[0])
+		return nil, fmt.Errorf("%s: input shape %v", op.name, in[0])
 	}
 	return s.Clone(), nil
 }
-func (op *rowSoftmaxOp) ReturnsPtr() bool     { return false }
-func (op *rowSoftmaxOp) CallsExtern() bool    { return false }
-func (op *rowSoftmaxOp) OverwritesInput() int { return -1 }
-func (op *rowSoftmaxOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "RowSoftmax{%v}()", op.isLog)
+func (op *rowOp) ReturnsPtr() bool      { return false }
+func (op *rowOp) CallsExtern() bool     { return false }
+func (op *rowOp) OverwritesInput() int  { return -1 }
+func (op *rowOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%s{%v}()", op.name, op.isLog) }
+func (op *rowOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
 }
-func (op *rowSoftmaxOp) Hashcode() uint32 { return opHash(op) }
-func (op *rowSoftmaxOp) String() string   { return fmt.Sprintf("RowSoftmax{%v}()", op.isLog) }
+func (op *rowOp) String() string { return fmt.Sprintf("%s{%v}()", op.name, op.isLog) }
 
-func (op *rowSoftmaxOp) Do(in ...G.Value) (G.Value, error) {
-	x, err := matrixOf(in, 0)
-	if err != nil {
-		return nil, err
+// operands checks the op's two inputs and its output: float32 matrices of
+// one shape.
+func (op *rowOp) operands(prealloc G.Value, in []G.Value) (a, b, out *tensor.Dense, err error) {
+	if a, err = matrixOf(in, 0); err != nil {
+		return nil, nil, nil, err
 	}
-	return op.UsePreallocDo(op.out.get(x.Shape()), in...)
-}
-
-func (op *rowSoftmaxOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error) {
-	x, err := matrixOf(in, 0)
-	if err != nil {
-		return nil, err
-	}
-	mask, err := matrixOf(in, 1)
-	if err != nil {
-		return nil, err
+	if b, err = matrixOf(in, 1); err != nil {
+		return nil, nil, nil, err
 	}
 	out, ok := prealloc.(*tensor.Dense)
 	if !ok {
-		return nil, fmt.Errorf("row softmax: output %T", prealloc)
+		return nil, nil, nil, fmt.Errorf("%s: output %T", op.name, prealloc)
 	}
-	if !mask.Shape().Eq(x.Shape()) || !out.Shape().Eq(x.Shape()) {
-		return nil, fmt.Errorf("row softmax: shapes %v, %v, %v", x.Shape(), mask.Shape(), out.Shape())
+	if !b.Shape().Eq(a.Shape()) || !out.Shape().Eq(a.Shape()) {
+		return nil, nil, nil, fmt.Errorf("%s: shapes %v, %v, %v", op.name, a.Shape(), b.Shape(), out.Shape())
 	}
-	xs, ms, ys := x.Data().([]float32), mask.Data().([]float32), out.Data().([]float32)
-	rows, cols := x.Shape()[0], x.Shape()[1]
-	first := xs[0] + ms[0]
-	eachRow(rows, cols, func(r int) {
-		lo, hi := r*cols, (r+1)*cols
-		row, mk, y := xs[lo:hi:hi], ms[lo:hi:hi], ys[lo:hi:hi]
+	return a, b, out, nil
+}
+
+// softmaxRow computes one row of softmax(x + mask) (log-softmax when
+// isLog); first is x[0] + mask[0], where tensor starts every row's maximum.
+func softmaxRow(isLog bool) func(row, mk, y []float32, first float32) {
+	return func(row, mk, y []float32, first float32) {
 		mk, y = mk[:len(row)], y[:len(row)]
 		m := first
 		for j := 1; j < len(row); j++ {
@@ -134,7 +164,7 @@ func (op *rowSoftmaxOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value,
 			}
 		}
 		sum := float32(0.0)
-		if op.isLog {
+		if isLog {
 			for j, v := range row {
 				z := (v + mk[j]) - m
 				y[j] = z
@@ -154,8 +184,7 @@ func (op *rowSoftmaxOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value,
 		for j := range y {
 			y[j] *= sum
 		}
-	})
-	return out, nil
+	}
 }
 
 // DiffWRT says the op is differentiable in x, not in the mask.
@@ -166,86 +195,36 @@ func (op *rowSoftmaxOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, 
 	if len(inputs) != 2 {
 		return nil, fmt.Errorf("row softmax: %d inputs", len(inputs))
 	}
-	d, err := G.ApplyOp(&rowSoftmaxDiffOp{isLog: op.isLog}, output, grad)
+	d, err := G.ApplyOp(&rowSoftmaxDiffOp{rowOp{name: "RowSoftmaxDiff", isLog: op.isLog, row: softmaxGradRow(op.isLog)}}, output, grad)
 	return G.Nodes{d, nil}, err
 }
 
 // rowSoftmaxDiffOp maps (y, dy) to dx for rowSoftmaxOp.
-type rowSoftmaxDiffOp struct {
-	isLog bool
-	out   reused
-}
+type rowSoftmaxDiffOp struct{ rowOp }
 
-func (op *rowSoftmaxDiffOp) Arity() int { return 2 }
-func (op *rowSoftmaxDiffOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	return hm.NewFnType(a, a, a)
-}
-func (op *rowSoftmaxDiffOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, ok := in[0].(tensor.Shape)
-	if !ok {
-		return nil, fmt.Errorf("row softmax gradient: input shape %v", in[0])
-	}
-	return s.Clone(), nil
-}
-func (op *rowSoftmaxDiffOp) ReturnsPtr() bool     { return false }
-func (op *rowSoftmaxDiffOp) CallsExtern() bool    { return false }
-func (op *rowSoftmaxDiffOp) OverwritesInput() int { return -1 }
-func (op *rowSoftmaxDiffOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "RowSoftmaxDiff{%v}()", op.isLog)
-}
-func (op *rowSoftmaxDiffOp) Hashcode() uint32 { return opHash(op) }
-func (op *rowSoftmaxDiffOp) String() string   { return fmt.Sprintf("RowSoftmaxDiff{%v}()", op.isLog) }
-
-func (op *rowSoftmaxDiffOp) Do(in ...G.Value) (G.Value, error) {
-	y, err := matrixOf(in, 0)
-	if err != nil {
-		return nil, err
-	}
-	return op.UsePreallocDo(op.out.get(y.Shape()), in...)
-}
-
-func (op *rowSoftmaxDiffOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error) {
-	y, err := matrixOf(in, 0)
-	if err != nil {
-		return nil, err
-	}
-	dy, err := matrixOf(in, 1)
-	if err != nil {
-		return nil, err
-	}
-	out, ok := prealloc.(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("row softmax gradient: output %T", prealloc)
-	}
-	if !dy.Shape().Eq(y.Shape()) || !out.Shape().Eq(y.Shape()) {
-		return nil, fmt.Errorf("row softmax gradient: shapes %v, %v, %v", y.Shape(), dy.Shape(), out.Shape())
-	}
-	ys, gs, dx := y.Data().([]float32), dy.Data().([]float32), out.Data().([]float32)
-	rows, cols := y.Shape()[0], y.Shape()[1]
-	eachRow(rows, cols, func(r int) {
-		lo, hi := r*cols, (r+1)*cols
-		yr, g, d := ys[lo:hi:hi], gs[lo:hi:hi], dx[lo:hi:hi]
-		g, d = g[:len(yr)], d[:len(yr)]
-		if op.isLog {
+// softmaxGradRow computes one row of the input's gradient from the output
+// y and its gradient g, as tensor's SoftMaxB (LogSoftMaxB when isLog).
+func softmaxGradRow(isLog bool) func(y, g, d []float32, _ float32) {
+	return func(y, g, d []float32, _ float32) {
+		g, d = g[:len(y)], d[:len(y)]
+		if isLog {
 			sum := g[0]
 			for j := 1; j < len(g); j++ {
 				sum += g[j]
 			}
-			for j, v := range yr {
+			for j, v := range y {
 				d[j] = g[j] - (expMasked(v) * sum)
 			}
 			return
 		}
 		var sum float32
-		for j, v := range yr {
+		for j, v := range y {
 			sum += v * g[j]
 		}
-		for j, v := range yr {
+		for j, v := range y {
 			d[j] = (g[j] - sum) * v
 		}
-	})
-	return out, nil
+	}
 }
 
 // matrixOf returns input i as a float32 matrix.
@@ -260,34 +239,22 @@ func matrixOf(in []G.Value, i int) (*tensor.Dense, error) {
 	return t, nil
 }
 
-// eachRow runs f over rows 0..rows-1, split into one chunk per core when
-// the matrix is large enough to pay for it. Rows are independent, so the
-// result does not depend on the split.
-func eachRow(rows, cols int, f func(r int)) {
+// eachRow runs f over rows 0..rows-1 in chunks [lo, hi), one chunk per core
+// when the matrix is large enough to pay for it. Rows are independent, so
+// the result does not depend on the split.
+func eachRow(rows, cols int, f func(lo, hi int)) {
 	n := min(runtime.GOMAXPROCS(0), rows*cols/(1<<15))
 	if n <= 1 {
-		for r := range rows {
-			f(r)
-		}
+		f(0, rows)
 		return
 	}
 	var wg sync.WaitGroup
 	for c := range n {
-		lo, hi := c*rows/n, (c+1)*rows/n
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r := lo; r < hi; r++ {
-				f(r)
-			}
+			f(c*rows/n, (c+1)*rows/n)
 		}()
 	}
 	wg.Wait()
-}
-
-// opHash hashes an op's WriteHash text.
-func opHash(op interface{ WriteHash(hash.Hash) }) uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
 }
