@@ -52,7 +52,7 @@ func expMasked(z float32) float32 {
 // LogSoftMax) without the sum's own tensor, and with the same bits. The
 // mask gets no gradient.
 func softmaxRows(x, mask *G.Node, isLog bool) (*G.Node, error) {
-	return G.ApplyOp(&rowSoftmaxOp{rowOp{name: "RowSoftmax", isLog: isLog, row: softmaxRow(isLog)}}, x, mask)
+	return G.ApplyOp(&rowSoftmaxOp{rowOp{name: "RowSoftmax", isLog: isLog, rows: softmaxChunk(isLog)}}, x, mask)
 }
 
 type rowSoftmaxOp struct{ rowOp }
@@ -79,9 +79,9 @@ type rowOp struct {
 	name  string
 	isLog bool
 	out   reused
-	// row computes one row of the output from the two inputs' rows (of
-	// one length); first is a[0] + b[0] of the whole matrices.
-	row func(a, b, out []float32, first float32)
+	// rows computes rows lo..hi-1 of the output (cols columns) from the
+	// two inputs'; first is a[0] + b[0].
+	rows func(a, b, out []float32, first float32, lo, hi, cols int)
 }
 
 func (op *rowOp) Do(in ...G.Value) (G.Value, error) {
@@ -100,13 +100,7 @@ func (op *rowOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error)
 	as, bs, os := a.Data().([]float32), b.Data().([]float32), out.Data().([]float32)
 	rows, cols := a.Shape()[0], a.Shape()[1]
 	first := as[0] + bs[0]
-	eachRow(rows, cols, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			i, j := r*cols, (r+1)*cols
-			ar := as[i:j:j]
-			op.row(ar, bs[i:j:j][:len(ar)], os[i:j:j][:len(ar)], first)
-		}
-	})
+	eachRow(rows, cols, func(lo, hi int) { op.rows(as, bs, os, first, lo, hi, cols) })
 	return out, nil
 }
 
@@ -152,38 +146,46 @@ func (op *rowOp) operands(prealloc G.Value, in []G.Value) (a, b, out *tensor.Den
 	return a, b, out, nil
 }
 
-// softmaxRow computes one row of softmax(x + mask) (log-softmax when
-// isLog); first is x[0] + mask[0], where tensor starts every row's maximum.
-func softmaxRow(isLog bool) func(row, mk, y []float32, first float32) {
-	return func(row, mk, y []float32, first float32) {
-		mk, y = mk[:len(row)], y[:len(row)]
-		m := first
-		for j := 1; j < len(row); j++ {
-			if v := row[j] + mk[j]; v > m {
-				m = v
-			}
+// softmaxChunk computes rows lo..hi-1 of softmax(x + mask) (log-softmax
+// when isLog); first is x[0] + mask[0], where tensor starts every row's
+// maximum.
+func softmaxChunk(isLog bool) func(xs, ms, ys []float32, first float32, lo, hi, cols int) {
+	return func(xs, ms, ys []float32, first float32, lo, hi, cols int) {
+		for r := lo; r < hi; r++ {
+			row, mk, y := rowOf(xs, ms, ys, r, cols)
+			softmaxRow(isLog, row, mk, y, first)
 		}
-		sum := float32(0.0)
-		if isLog {
-			for j, v := range row {
-				z := (v + mk[j]) - m
-				y[j] = z
-				sum += expMasked(z)
-			}
-			for j := range y {
-				y[j] -= math32.Log(sum)
-			}
-			return
+	}
+}
+
+// softmaxRow computes one row: row, mk and y of one length.
+func softmaxRow(isLog bool, row, mk, y []float32, first float32) {
+	m := first
+	for j := 1; j < len(row); j++ {
+		if v := row[j] + mk[j]; v > m {
+			m = v
 		}
+	}
+	sum := float32(0.0)
+	if isLog {
 		for j, v := range row {
-			e := expMasked((v + mk[j]) - m)
-			y[j] = e
-			sum += e
+			z := (v + mk[j]) - m
+			y[j] = z
+			sum += expMasked(z)
 		}
-		sum = 1 / sum
 		for j := range y {
-			y[j] *= sum
+			y[j] -= math32.Log(sum)
 		}
+		return
+	}
+	for j, v := range row {
+		e := expMasked((v + mk[j]) - m)
+		y[j] = e
+		sum += e
+	}
+	sum = 1 / sum
+	for j := range y {
+		y[j] *= sum
 	}
 }
 
@@ -195,36 +197,51 @@ func (op *rowSoftmaxOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, 
 	if len(inputs) != 2 {
 		return nil, fmt.Errorf("row softmax: %d inputs", len(inputs))
 	}
-	d, err := G.ApplyOp(&rowSoftmaxDiffOp{rowOp{name: "RowSoftmaxDiff", isLog: op.isLog, row: softmaxGradRow(op.isLog)}}, output, grad)
+	d, err := G.ApplyOp(&rowSoftmaxDiffOp{rowOp{name: "RowSoftmaxDiff", isLog: op.isLog, rows: softmaxGradRows(op.isLog)}}, output, grad)
 	return G.Nodes{d, nil}, err
 }
 
 // rowSoftmaxDiffOp maps (y, dy) to dx for rowSoftmaxOp.
 type rowSoftmaxDiffOp struct{ rowOp }
 
-// softmaxGradRow computes one row of the input's gradient from the output
-// y and its gradient g, as tensor's SoftMaxB (LogSoftMaxB when isLog).
-func softmaxGradRow(isLog bool) func(y, g, d []float32, _ float32) {
-	return func(y, g, d []float32, _ float32) {
-		g, d = g[:len(y)], d[:len(y)]
-		if isLog {
-			sum := g[0]
-			for j := 1; j < len(g); j++ {
-				sum += g[j]
-			}
-			for j, v := range y {
-				d[j] = g[j] - (expMasked(v) * sum)
-			}
-			return
-		}
-		var sum float32
-		for j, v := range y {
-			sum += v * g[j]
-		}
-		for j, v := range y {
-			d[j] = (g[j] - sum) * v
+// softmaxGradRows computes rows lo..hi-1 of the input's gradient from the
+// output y and its gradient, as tensor's SoftMaxB (LogSoftMaxB when isLog).
+func softmaxGradRows(isLog bool) func(ys, gs, ds []float32, _ float32, lo, hi, cols int) {
+	return func(ys, gs, ds []float32, _ float32, lo, hi, cols int) {
+		for r := lo; r < hi; r++ {
+			y, g, d := rowOf(ys, gs, ds, r, cols)
+			softmaxGradRow(isLog, y, g, d)
 		}
 	}
+}
+
+// softmaxGradRow computes one row: y, g and d of one length.
+func softmaxGradRow(isLog bool, y, g, d []float32) {
+	if isLog {
+		sum := g[0]
+		for j := 1; j < len(g); j++ {
+			sum += g[j]
+		}
+		for j, v := range y {
+			d[j] = g[j] - (expMasked(v) * sum)
+		}
+		return
+	}
+	var sum float32
+	for j, v := range y {
+		sum += v * g[j]
+	}
+	for j, v := range y {
+		d[j] = (g[j] - sum) * v
+	}
+}
+
+// rowOf returns row r (of cols columns) of three matrices, sliced to one
+// length so that the loops over them need no bounds checks.
+func rowOf(a, b, c []float32, r, cols int) ([]float32, []float32, []float32) {
+	i, j := r*cols, (r+1)*cols
+	ar := a[i:j:j]
+	return ar, b[i:j:j][:len(ar)], c[i:j:j][:len(ar)]
 }
 
 // matrixOf returns input i as a float32 matrix.
