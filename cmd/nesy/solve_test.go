@@ -161,8 +161,8 @@ func TestSolveCLIALFWorld(t *testing.T) {
 
 // On a domain with quantified preconditions (miconic-fulladl), solve
 // compiles them into derived predicates by default; lmcut, which cannot
-// handle axioms, keeps the DNF copies unless --compile-bound is given, and
-// then says why it refuses.
+// handle axioms, keeps the DNF copies unless --compile-bound (or
+// --compile-foralls) is given, and then says why it refuses.
 func TestSolveCLICompileBound(t *testing.T) {
 	dir := filepath.Join(testenv.Datasets(t), "ipc-adl", "miconic-fulladl")
 	d, p := filepath.Join(dir, "domain.pddl"), filepath.Join(dir, "f2-1.pddl")
@@ -175,6 +175,9 @@ func TestSolveCLICompileBound(t *testing.T) {
 		{[]string{"--compile-bound", "0"}, 0, ""},
 		{[]string{"--search", "astar", "--heuristic", "lmcut"}, 0, ""},
 		{[]string{"--search", "astar", "--heuristic", "lmcut", "--compile-bound", "1"}, 2, "lmcut does not support axioms"},
+		// Fast Downward's shape: the foralls compiled, the rest in DNF.
+		{[]string{"--search", "lazy", "--preferred", "--compile-foralls", "--compile-bound", "0", "--heuristic", "ff:negax"}, 0, ""},
+		{[]string{"--search", "astar", "--heuristic", "lmcut", "--compile-foralls"}, 2, "lmcut does not support axioms"},
 	} {
 		out, errw, code := runNesy(t, append([]string{"solve", "--domain", d, "--problem", p}, c.args...)...)
 		if code != c.code || !strings.Contains(out+errw, c.contains) {
