@@ -80,8 +80,8 @@ type rowOp struct {
 	isLog bool
 	out   reused
 	// rows computes rows lo..hi-1 of the output (cols columns) from the
-	// two inputs'; first is a[0] + b[0].
-	rows func(a, b, out []float32, first float32, lo, hi, cols int)
+	// two inputs'.
+	rows func(a, b, out []float32, lo, hi, cols int)
 }
 
 func (op *rowOp) Do(in ...G.Value) (G.Value, error) {
@@ -99,8 +99,7 @@ func (op *rowOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error)
 	}
 	as, bs, os := a.Data().([]float32), b.Data().([]float32), out.Data().([]float32)
 	rows, cols := a.Shape()[0], a.Shape()[1]
-	first := as[0] + bs[0]
-	eachRow(rows, cols, func(lo, hi int) { op.rows(as, bs, os, first, lo, hi, cols) })
+	eachRow(rows, cols, func(lo, hi int) { op.rows(as, bs, os, lo, hi, cols) })
 	return out, nil
 }
 
@@ -147,10 +146,10 @@ func (op *rowOp) operands(prealloc G.Value, in []G.Value) (a, b, out *tensor.Den
 }
 
 // softmaxChunk computes rows lo..hi-1 of softmax(x + mask) (log-softmax
-// when isLog); first is x[0] + mask[0], where tensor starts every row's
-// maximum.
-func softmaxChunk(isLog bool) func(xs, ms, ys []float32, first float32, lo, hi, cols int) {
-	return func(xs, ms, ys []float32, first float32, lo, hi, cols int) {
+// when isLog).
+func softmaxChunk(isLog bool) func(xs, ms, ys []float32, lo, hi, cols int) {
+	return func(xs, ms, ys []float32, lo, hi, cols int) {
+		first := xs[0] + ms[0] // where tensor starts every row's maximum
 		for r := lo; r < hi; r++ {
 			row, mk, y := rowOf(xs, ms, ys, r, cols)
 			softmaxRow(isLog, row, mk, y, first)
@@ -158,7 +157,8 @@ func softmaxChunk(isLog bool) func(xs, ms, ys []float32, first float32, lo, hi, 
 	}
 }
 
-// softmaxRow computes one row: row, mk and y of one length.
+// softmaxRow computes one row: row, mk and y of one length; the maximum
+// starts at first, the matrices' x[0] + mask[0].
 func softmaxRow(isLog bool, row, mk, y []float32, first float32) {
 	m := first
 	for j := 1; j < len(row); j++ {
@@ -206,8 +206,8 @@ type rowSoftmaxDiffOp struct{ rowOp }
 
 // softmaxGradRows computes rows lo..hi-1 of the input's gradient from the
 // output y and its gradient, as tensor's SoftMaxB (LogSoftMaxB when isLog).
-func softmaxGradRows(isLog bool) func(ys, gs, ds []float32, _ float32, lo, hi, cols int) {
-	return func(ys, gs, ds []float32, _ float32, lo, hi, cols int) {
+func softmaxGradRows(isLog bool) func(ys, gs, ds []float32, lo, hi, cols int) {
+	return func(ys, gs, ds []float32, lo, hi, cols int) {
 		for r := lo; r < hi; r++ {
 			y, g, d := rowOf(ys, gs, ds, r, cols)
 			softmaxGradRow(isLog, y, g, d)
