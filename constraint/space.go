@@ -119,6 +119,66 @@ type Options struct {
 	// prior's recipe (train.DAggerOptions.NoRevisit), which must make the
 	// same data.
 	RevisitAll bool
+	// Trace, when not nil, writes after every action's text, on the same
+	// line, TraceSep and Trace of the state the action leads to (e.g. the
+	// goal's facts still to reach: GoalTrace): the constraint forces those
+	// tokens once the action's text is complete (the trie has one way on
+	// from there), so a prior reads what the transition model knows about
+	// where its plan stands instead of tracking it through the actions. A
+	// "" Trace writes nothing. It must not contain the Separator. A
+	// boundary then costs one successor state per applicable action.
+	Trace func(pddl.State) string
+}
+
+// TraceSep joins an action's text and its Trace.
+const TraceSep = " => "
+
+// GoalTrace returns a Trace that lists the facts of lex's goal not yet
+// reached ("left: fact; fact", "left: none" at the goal), in the
+// lexicon's fact sentences, capitalised when upper (as the prompt writes
+// an upper-case goal); nil when the goal is not one conjunction.
+func GoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
+	task := lex.Task()
+	if len(task.Goal) != 1 {
+		return nil
+	}
+	conj := task.Goal[0]
+	text := func(f int) string {
+		t := lex.FactText(task.Facts[f])
+		if upper {
+			t = strings.ToUpper(t)
+		}
+		return t
+	}
+	return func(s pddl.State) string {
+		var left []string
+		for _, f := range conj.Pos {
+			if !s.Has(f) {
+				left = append(left, text(f))
+			}
+		}
+		for _, f := range conj.Neg {
+			if s.Has(f) {
+				left = append(left, "not: "+text(f))
+			}
+		}
+		if len(left) == 0 {
+			return "left: none"
+		}
+		return "left: " + strings.Join(left, "; ")
+	}
+}
+
+// text returns what the model writes for action a in state s: its
+// lexicon text, and the Trace of its successor when there is one.
+func (sp *Space) text(s pddl.State, a int) string {
+	t := sp.lex.Text(a)
+	if sp.opts.Trace != nil {
+		if tr := sp.opts.Trace(sp.task.Apply(s, a)); tr != "" {
+			t += TraceSep + tr
+		}
+	}
+	return t
 }
 
 // Space is the constraint of one task for one model: which tokens may come
@@ -295,6 +355,9 @@ func (sp *Space) step(s pddl.State) (*step, error) {
 	ids := make([]int, len(choices))
 	for i, ch := range choices {
 		texts[i], ids[i] = ch.Text, ch.Action
+		if sp.opts.Trace != nil {
+			texts[i] = sp.text(s, ch.Action)
+		}
 	}
 	goal := sp.task.GoalReached(s)
 	st := &step{key: key, state: s, actions: ids, goal: goal}
@@ -364,7 +427,7 @@ func (sp *Space) unvisited(st *step, seen *seenLink) (*step, error) {
 	texts := make([]string, len(keep))
 	for j, i := range keep {
 		f.actions[j] = st.actions[i]
-		texts[j] = sp.lex.Text(st.actions[i])
+		texts[j] = sp.text(st.state, st.actions[i])
 	}
 	if err := sp.buildTrie(f, texts); err != nil {
 		return nil, err

@@ -407,3 +407,78 @@ func TestRevisitAll(t *testing.T) {
 		}
 	}
 }
+
+// TestGoalTrace checks GoalTrace's text on hand-checked states and that a
+// Space with it forces the trace after every action: the action completes
+// only once its trace is written, and the plan ends at the goal after the
+// trace of "none".
+func TestGoalTrace(t *testing.T) {
+	idx := realIndexes.Get(t, "qwen3")
+	lex := boundTask(t, roomsDomain, roomsProblem)
+	tr := GoalTrace(lex, false)
+	if tr == nil {
+		t.Fatal("no trace for a goal of one conjunction")
+	}
+	task := lex.Task()
+	apply := func(s pddl.State, text string) pddl.State {
+		a, ok := lex.Lookup(s, text)
+		if !ok {
+			t.Fatalf("%q is not applicable", text)
+		}
+		return task.Apply(s, a)
+	}
+	s0 := task.Init
+	s1 := apply(s0, "flip-on")
+	s2 := apply(apply(s1, "move a b"), "move b c")
+	for _, tc := range []struct {
+		s     pddl.State
+		upper bool
+		want  string
+	}{
+		{s0, false, "left: at c; on"},
+		{s0, true, "left: AT C; ON"},
+		{s1, false, "left: at c"},
+		{s2, false, "left: none"},
+	} {
+		if got := GoalTrace(lex, tc.upper)(tc.s); got != tc.want {
+			t.Errorf("trace %q, want %q", got, tc.want)
+		}
+	}
+	neg := boundTask(t, roomsDomain, strings.Replace(roomsProblem, "(on))", "(not (on)))", 1))
+	if got := GoalTrace(neg, false)(apply(neg.Task().Init, "flip-on")); got != "left: at c; not: on" {
+		t.Errorf("negated goal fact: trace %q", got)
+	}
+	or := boundTask(t, roomsDomain, strings.Replace(roomsProblem, "(:goal (and (at c) (on)))", "(:goal (or (at c) (on)))", 1))
+	if GoalTrace(or, false) != nil {
+		t.Error("a trace for a disjunctive goal")
+	}
+
+	sp, err := New(idx, lex, Options{StopAtGoal: true, Trace: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := sp.Start()
+	if _, _, err := sp.AdvanceText(c, []byte("move a b\n")); !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("an action without its trace: error %v, want ErrNotAllowed", err)
+	}
+	c, _, err = sp.AdvanceText(c, []byte("move a b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From the end of the action's text only the trace may follow.
+	rest := " => left: at c; on\n"
+	var set trie.Set
+	sp.Allowed(c, &set)
+	for _, id := range set.IDs {
+		if !strings.HasPrefix(rest, string(sp.Index().Text(id))) {
+			t.Fatalf("token %q allowed after the action's text, want a prefix of %q", sp.Index().Text(id), rest)
+		}
+	}
+	c, _, err = sp.AdvanceText(c, []byte(rest+"move b c => left: on\nmove c b => left: at c; on\nmove b a => left: at c; on\nflip-on => left: at c\nmove a b => left: at c\nmove b c => left: none\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EndReason() != EndedAtGoal || c.Len() != 7 {
+		t.Fatalf("end %v after %d actions, want the goal after 7", c.EndReason(), c.Len())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/models"
 )
 
@@ -471,12 +472,54 @@ func TestStateFirstPrompt(t *testing.T) {
 	if !strings.HasSuffix(up, "\nGoal: PUT A CLEAN APPLE IN FRIDGE.\nPlan:") || strings.Count(up, "Goal:") != 1 {
 		t.Errorf("upper-goal prompt %q", up)
 	}
-	for _, kind := range []string{"", PromptCompact, PromptCompactStateFirst, PromptCompact + PromptUpperGoal, PromptCompactStateFirst + PromptUpperGoal} {
+	for _, kind := range []string{"", PromptCompact, PromptCompactStateFirst, PromptCompact + PromptUpperGoal, PromptCompactStateFirst + PromptUpperGoal,
+		PromptCompact + PromptGoalTrace, PromptCompactStateFirst + PromptUpperGoal + PromptGoalTrace} {
 		if got := (PromptOptions{}).WithKind(kind).Kind(); got != kind {
 			t.Errorf("WithKind(%q).Kind() = %q", kind, got)
 		}
 	}
-	if o := (PromptOptions{Compact: true, StateFirst: true, UpperGoal: true}).WithKind("llama-chat" + PromptUpperGoal); o.Compact || o.StateFirst || o.UpperGoal {
+	if o := (PromptOptions{Compact: true, StateFirst: true, UpperGoal: true, GoalTrace: true}).WithKind("llama-chat" + PromptUpperGoal + PromptGoalTrace); o.Compact || o.StateFirst || o.UpperGoal || o.GoalTrace {
 		t.Errorf("WithKind of an unknown kind keeps the compact prompt: %+v", o)
+	}
+}
+
+// TestPromptTrace: the goal trace is on only for a compact, goal-traced
+// prompt, in capitals where the goal is, and its facts are the goal's as
+// the prompt writes them.
+func TestPromptTrace(t *testing.T) {
+	var lex *lexicon.Bound
+	for _, tt := range datasetTasks(t, 40) {
+		if strings.HasPrefix(tt.Name, "planbench/") {
+			lex = tt.Lex
+			break
+		}
+	}
+	if lex == nil {
+		t.Fatal("no PlanBench task")
+	}
+	kind := PromptCompactStateFirst + PromptUpperGoal + PromptGoalTrace
+	tr := PromptOptions{}.WithKind(kind).Trace(lex)
+	if tr == nil {
+		t.Fatalf("no trace for %s and a goal of facts", kind)
+	}
+	got := tr(lex.Task().Init)
+	if !strings.HasPrefix(got, "left: ") || got != "left: "+strings.ToUpper(strings.TrimPrefix(got, "left: ")) {
+		t.Errorf("trace %q: want the goal's facts in capitals", got)
+	}
+	// Every goal fact not in the initial state is in the trace, as the
+	// prompt's goal writes it.
+	prompt := Messages(lex, PromptOptions{}.WithKind(kind))[0].Content
+	for _, f := range strings.Split(strings.TrimPrefix(got, "left: "), "; ") {
+		if !strings.Contains(prompt, "- "+f+"\n") {
+			t.Errorf("trace fact %q is not a goal line of the prompt", f)
+		}
+	}
+	for name, o := range map[string]PromptOptions{
+		"no goal trace": PromptOptions{}.WithKind(PromptCompactStateFirst + PromptUpperGoal),
+		"full prompt":   {GoalTrace: true},
+	} {
+		if o.Trace(lex) != nil {
+			t.Errorf("%s: a trace", name)
+		}
 	}
 }

@@ -128,6 +128,13 @@ func (lp *lineParser) handle(line string) {
 		lp.end(constraint.EndedByMarker.String())
 		return
 	}
+	if opts.Trace != nil {
+		// What follows the action is the trace the constraint would force:
+		// information for the model, not part of the action.
+		if a, _, ok := strings.Cut(text, constraint.TraceSep); ok {
+			text = strings.TrimSpace(a)
+		}
+	}
 	step := lp.steps
 	lp.steps++
 	task := lp.task

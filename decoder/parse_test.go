@@ -38,6 +38,15 @@ func TestParseOutput(t *testing.T) {
 		s = next
 	}
 	join := func(lines ...string) string { return strings.Join(lines, "\n") }
+	// The reference plan as a goal-traced prior writes it (the traces as
+	// the constraint would force them).
+	trace := constraint.GoalTrace(tt.Lex, true)
+	var traced []string
+	s = task.Init
+	for i, st := range steps {
+		s, _, _ = task.Execute(s, st.Name, st.Args)
+		traced = append(traced, texts[i]+constraint.TraceSep+trace(s))
+	}
 	swapped := append([]string{texts[1], texts[0]}, texts[2:]...)
 	tests := []struct {
 		name       string
@@ -57,6 +66,7 @@ func TestParseOutput(t *testing.T) {
 		{"end marker stops reading", join(texts[0], "done", "garbage"), constraint.Options{End: "done\n"}, 1, 1, -1, "", "end_marker", false},
 		{"empty line as end marker", join(texts[0], "", texts[1]), constraint.Options{End: "\n"}, 1, 1, -1, "", "end_marker", false},
 		{"max actions", join(texts...), constraint.Options{MaxActions: 2}, 2, 2, -1, "", "max_actions", false},
+		{"goal traces are not part of the actions", join(traced...) + "\n", constraint.Options{Trace: trace}, len(texts), len(texts), -1, "", "", true},
 		{"stop at goal ignores the rest", join(texts...) + "\n" + "fly to the moon", constraint.Options{StopAtGoal: true}, len(texts), len(texts), -1, "", "goal", true},
 	}
 	for _, tc := range tests {

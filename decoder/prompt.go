@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
@@ -63,6 +64,13 @@ type PromptOptions struct {
 	// the plan's: a small prior finds them by what they are, wherever the
 	// goal stands (PromptUpperGoal).
 	UpperGoal bool
+	// GoalTrace, with Compact, has the constraint write after every action
+	// the goal's facts still to reach in the state it leads to, on the
+	// action's line (constraint.GoalTrace, forced tokens: Trace): a small
+	// prior then reads which goal facts hold instead of tracking the state
+	// through its own actions. Tasks whose goal is not one conjunction
+	// (most of ALFWorld's, whose goals have alternatives) have no trace.
+	GoalTrace bool
 }
 
 // PromptCompact is the models.Info.Prompt of a model trained on the
@@ -80,9 +88,27 @@ const PromptCompactStateFirst = "compact-state-first"
 // (PromptOptions.UpperGoal), e.g. "compact-state-first-upper-goal".
 const PromptUpperGoal = "-upper-goal"
 
+// PromptGoalTrace is the suffix of the models.Info.Prompt of a model
+// trained with the goal trace (PromptOptions.GoalTrace), after
+// PromptUpperGoal when both are on, e.g.
+// "compact-state-first-upper-goal-goal-trace".
+const PromptGoalTrace = "-goal-trace"
+
+// Trace returns the constraint.Options.Trace of a plan for lex's task
+// under these options: constraint.GoalTrace (in capitals with UpperGoal,
+// as the prompt writes its goal) when the prompt is Compact with
+// GoalTrace, else nil.
+func (o PromptOptions) Trace(lex *lexicon.Bound) func(pddl.State) string {
+	if !o.Compact || !o.GoalTrace {
+		return nil
+	}
+	return constraint.GoalTrace(lex, o.UpperGoal)
+}
+
 // Kind returns the models.Info.Prompt value of a model trained on the
 // prompts o builds: PromptCompact or PromptCompactStateFirst, with
-// PromptUpperGoal appended for UpperGoal, or "" for the full prompt.
+// PromptUpperGoal appended for UpperGoal and then PromptGoalTrace for
+// GoalTrace, or "" for the full prompt.
 func (o PromptOptions) Kind() string {
 	if !o.Compact {
 		return ""
@@ -94,17 +120,22 @@ func (o PromptOptions) Kind() string {
 	if o.UpperGoal {
 		kind += PromptUpperGoal
 	}
+	if o.GoalTrace {
+		kind += PromptGoalTrace
+	}
 	return kind
 }
 
 // WithKind returns o set up for a model whose models.Info.Prompt is kind
-// (a Kind value): Compact, StateFirst and UpperGoal as the kind says (the
+// (a Kind value): Compact, StateFirst, UpperGoal and GoalTrace as the kind says (the
 // full prompt for any other value, as for models not trained by nesy).
 func (o PromptOptions) WithKind(kind string) PromptOptions {
-	base, upper := strings.CutSuffix(kind, PromptUpperGoal)
+	base, trace := strings.CutSuffix(kind, PromptGoalTrace)
+	base, upper := strings.CutSuffix(base, PromptUpperGoal)
 	o.Compact = base == PromptCompact || base == PromptCompactStateFirst
 	o.StateFirst = base == PromptCompactStateFirst
 	o.UpperGoal = o.Compact && upper
+	o.GoalTrace = o.Compact && trace
 	return o
 }
 

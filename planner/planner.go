@@ -255,6 +255,7 @@ func Run(ctx context.Context, lm models.LM, task Task, m Method, opts Options) (
 		space.End = opts.EndMarker + "\n"
 	}
 	popts := decoder.PromptOptions{Goal: task.Goal, OmitStatic: opts.OmitStatic, Think: opts.Think || m == Thinking}.WithKind(lm.Info().Prompt)
+	space.Trace = popts.Trace(task.Lexicon)
 	if m.Search() && popts.Think {
 		return nil, fmt.Errorf("planner: thinking works with greedy and cgreedy only, not %s", m)
 	}
