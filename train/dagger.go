@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nesy-dev/nesy/constraint"
+	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl/search"
 	"github.com/nesy-dev/nesy/planner"
@@ -39,6 +40,10 @@ type DAggerOptions struct {
 	// (referenceSolve's A* over LM-cut), as their demonstrations were made
 	// with RunOptions.OptimalBlocksworld.
 	OptimalBlocksworld bool
+	// Prompt is the prompt the demonstrations train on: with GoalTrace
+	// their actions carry the goal trace (in capitals with UpperGoal), as
+	// the prior trained on them will read its plans.
+	Prompt decoder.PromptOptions
 }
 
 // daggerMark separates a DAgger demonstration's ID from its task's: the
@@ -150,6 +155,9 @@ func daggerTask(ctx context.Context, lm models.LM, idx *trie.Index, src *Sources
 		return nil, true, nil
 	}
 	states := res.Validation.States // States[i]: before step i
+	popts := o.Prompt
+	popts.Goal = ep.Goal()
+	trace := popts.Trace(lex)
 	// plan returns the reference planner's plan from states[i] (nil:
 	// none found, e.g. a dead end).
 	cache := map[int][]int{}
@@ -215,12 +223,8 @@ func daggerTask(ctx context.Context, lm models.LM, idx *trie.Index, src *Sources
 		}
 		nd := Demo{ID: fmt.Sprintf("%s%s%d", d.ID, daggerMark, i), Scene: d.Scene, Env: d.Env, Goal: d.Goal, Problem: d.Problem,
 			Messages: d.Messages}
-		for _, a := range res.Plan[:i] {
-			nd.Prefix = append(nd.Prefix, lex.Text(a))
-		}
-		for _, a := range p {
-			nd.Plan = append(nd.Plan, lex.Text(a))
-		}
+		nd.Prefix = actionTexts(lex, trace, task.Init, res.Plan[:i])
+		nd.Plan = actionTexts(lex, trace, states[i], p)
 		out = append(out, nd)
 	}
 	return out, false, nil

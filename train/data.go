@@ -163,7 +163,10 @@ func ConstrainedSets(ctx context.Context, lm models.LM, src Sources, demos []Dem
 		if err != nil {
 			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
 		}
-		sp, err := constraint.New(idx, ep.Lexicon(), constraint.Options{StopAtGoal: true})
+		// The constraint as the planner builds it for this model's prompt
+		// (the goal trace, when the model is trained with it).
+		popts := decoder.PromptOptions{Goal: ep.Goal()}.WithKind(lm.Info().Prompt)
+		sp, err := constraint.New(idx, ep.Lexicon(), constraint.Options{StopAtGoal: true, Trace: popts.Trace(ep.Lexicon())})
 		if err != nil {
 			return 0, fmt.Errorf("train: %s: %w", d.ID, err)
 		}

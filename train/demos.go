@@ -17,8 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/envs"
+	"github.com/nesy-dev/nesy/lexicon"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
@@ -288,11 +290,26 @@ func demonstrate(ctx context.Context, open func() (*envs.Episode, error), o Demo
 	}
 	popts := o.Prompt
 	popts.Goal = ep.Goal()
-	d := &Demo{Messages: decoder.Messages(lex, popts)}
-	for _, a := range res.Plan {
-		d.Plan = append(d.Plan, lex.Text(a))
-	}
+	d := &Demo{Messages: decoder.Messages(lex, popts), Plan: actionTexts(lex, popts.Trace(lex), task.Init, res.Plan)}
 	return d, true, nil
+}
+
+// actionTexts returns the lines the decoder writes for plan from state s:
+// each action's lexicon text, and with trace (constraint.Options.Trace)
+// constraint.TraceSep and the trace of the state it leads to, as the
+// constraint forces them.
+func actionTexts(lex *lexicon.Bound, trace func(pddl.State) string, s pddl.State, plan []int) []string {
+	out := make([]string, len(plan))
+	for i, a := range plan {
+		out[i] = lex.Text(a)
+		if trace != nil {
+			s = lex.Task().Apply(s, a)
+			if tr := trace(s); tr != "" {
+				out[i] += constraint.TraceSep + tr
+			}
+		}
+	}
+	return out
 }
 
 // spread picks up to n of goals, as evenly over the task types as the

@@ -97,6 +97,9 @@ type RunOptions struct {
 	// UpperGoal writes the prompt's goal in capitals
 	// (decoder.PromptOptions.UpperGoal).
 	UpperGoal bool
+	// GoalTrace trains with the goal trace after every action of a task
+	// whose goal is one conjunction (decoder.PromptOptions.GoalTrace).
+	GoalTrace bool
 	// Merges bounds the tokenizer's BPE merges.
 	Merges int
 	// Seed seeds the weights and the data order.
@@ -216,6 +219,12 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 	return demos, unsolved, nil
 }
 
+// prompt returns the compact prompt the options train on (the goal in
+// words is filled in per task).
+func (o RunOptions) prompt() decoder.PromptOptions {
+	return decoder.PromptOptions{Compact: true, StateFirst: o.StateFirst, UpperGoal: o.UpperGoal, GoalTrace: o.GoalTrace}
+}
+
 // sources opens the suites the options name, for making and reopening
 // demonstrations.
 func (o RunOptions) sources() (Sources, error) {
@@ -258,7 +267,7 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 	if err := checkBLAS(o.Train.BLAS); err != nil {
 		return nil, err
 	}
-	prompt := decoder.PromptOptions{Compact: true, StateFirst: o.StateFirst, UpperGoal: o.UpperGoal}
+	prompt := o.prompt()
 	src, err := o.sources()
 	if err != nil {
 		return nil, err
@@ -415,9 +424,11 @@ type daggerCache struct {
 	NoRevisit     bool `json:",omitempty"`
 	// OptimalBlocksworld: Blocksworld corrections are shortest plans.
 	OptimalBlocksworld bool `json:",omitempty"`
-	Rollouts           int
-	Solved             int
-	Demos              []Demo
+	// GoalTrace: the demonstrations' actions carry the goal trace.
+	GoalTrace bool `json:",omitempty"`
+	Rollouts  int
+	Solved    int
+	Demos     []Demo
 }
 
 // DAggerFile is the file in RunOptions.Out that holds the DAgger
@@ -449,7 +460,7 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	path := filepath.Join(o.Out, DAggerFile(policy, o.DAggerNoRevisit, o.OptimalBlocksworld))
 	if b, err := os.ReadFile(path); err == nil {
 		var c daggerCache
-		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit && c.OptimalBlocksworld == o.OptimalBlocksworld {
+		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit && c.OptimalBlocksworld == o.OptimalBlocksworld && c.GoalTrace == o.GoalTrace {
 			logf("DAgger: %d demonstrations read from %s", len(c.Demos), path)
 			return c.Demos, nil
 		}
@@ -480,13 +491,13 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 		lms[i] = lm
 	}
 	start := time.Now()
-	dd, solved, err := DAggerDemos(ctx, lms, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld})
+	dd, solved, err := DAggerDemos(ctx, lms, src, tasks, DAggerOptions{Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld, Prompt: o.prompt()})
 	if err != nil {
 		return nil, err
 	}
 	logf("DAgger: %s rolled out on %d training tasks (%d engines): %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
 		policyPath, len(tasks), len(lms), solved, len(dd), time.Since(start).Seconds())
-	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld, Rollouts: len(tasks), Solved: solved, Demos: dd})
+	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld, GoalTrace: o.GoalTrace, Rollouts: len(tasks), Solved: solved, Demos: dd})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}

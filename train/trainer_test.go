@@ -253,13 +253,19 @@ func tinyPriorWith(t *testing.T, demos []Demo, merges int, opts models.Options) 
 // tinyPriorFile writes tinyPrior's GGUF and returns its tokenizer and path.
 func tinyPriorFile(t *testing.T, demos []Demo, merges int) (*gguf.Tokenizer, string) {
 	t.Helper()
+	return tinyPriorKind(t, demos, merges, decoder.PromptCompact)
+}
+
+// tinyPriorKind is tinyPriorFile with the prompt kind the GGUF declares.
+func tinyPriorKind(t *testing.T, demos []Demo, merges int, kind string) (*gguf.Tokenizer, string) {
+	t.Helper()
 	tok := NewTokenizer(demos, merges)
 	p, err := NewParams(Config{Vocab: len(tok.Tokens), Dim: 16, Layers: 1, Heads: 2, FFN: 16}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := writeGGUF(p, tok, path, decoder.PromptCompact); err != nil {
+	if err := writeGGUF(p, tok, path, kind); err != nil {
 		t.Fatal(err)
 	}
 	return tok, path

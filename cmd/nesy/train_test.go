@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -115,5 +116,42 @@ func TestTrainCLIStateFirstPack(t *testing.T) {
 		"--problem", games[0], "--max-actions", "3", "--threads", "1", "--json")
 	if code == 2 || !strings.Contains(out, `"valid":true`) {
 		t.Fatalf("nesy plan with a state-first prior: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestTrainCLIGoalTrace trains a tiny prior with --goal-trace: the GGUF
+// says so, and nesy plan then writes (the constraint forcing it) the goal
+// trace after every action of a Blocksworld plan, whose actions alone make
+// the plan it reports and validates.
+func TestTrainCLIGoalTrace(t *testing.T) {
+	ds := testenv.Datasets(t)
+	dir := t.TempDir()
+	out, err := runTrainCLI("train", "--out", dir, "--datasets", ds, "--limit", "2", "--goals", "0", "--blocksworld", "4", "--state-first", "--upper-goal", "--goal-trace",
+		"--masked", "--steps", "2", "--batch", "2", "--eval-every", "2", "--layers", "1", "--dim", "16", "--heads", "2", "--ffn", "16", "--merges", "200", "--quiet")
+	if err != nil {
+		t.Fatalf("nesy train --goal-trace: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "left unconstrained: their tokens leave it") && !strings.Contains(out, "(0 left unconstrained") {
+		t.Fatalf("traced demonstrations leave the constraint:\n%s", out)
+	}
+	path := filepath.Join(dir, train.ModelFile)
+	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := lm.Info().Prompt
+	lm.Close()
+	if want := decoder.PromptCompactStateFirst + decoder.PromptUpperGoal + decoder.PromptGoalTrace; kind != want {
+		t.Fatalf("the GGUF's prompt is %q, want %q", kind, want)
+	}
+	bw := filepath.Join(ds, "planbench-blocksworld")
+	out, stderr, code := runPlanCLI(t, "plan", "--model", path, "--method", "cgreedy", "--domain", filepath.Join(bw, "domain.pddl"),
+		"--problem", filepath.Join(bw, "instances", "instance-1.pddl"), "--max-actions", "4", "--threads", "1", "--json")
+	if code == 2 || !strings.Contains(out, `"valid":true`) {
+		t.Fatalf("nesy plan with a goal-traced prior: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var res struct{ Text string }
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !strings.Contains(res.Text, " => left: ") {
+		t.Fatalf("no goal trace in the plan's text (%v):\n%s", err, out)
 	}
 }
