@@ -137,3 +137,35 @@ func TestOptimalBlocksworldDemos(t *testing.T) {
 	}
 	t.Logf("GBFS longer than the shortest plan on %d of %d problems", longer, len(probs))
 }
+
+// blocksDemos opens PlanBench's suite (its domain and words) and
+// demonstrates n generated Blocksworld problems of the seed with opts.
+func blocksDemos(t *testing.T, n int, seed uint64, opts DemoOptions) (*envs.Suite, []Demo) {
+	t.Helper()
+	bw, err := envs.NewBlocksworld(filepath.Join(testenv.Datasets(t), "planbench-blocksworld"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, err := envs.GenerateBlocksworld(n, seed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	demos, _, err := BlocksworldDemos(context.Background(), bw, probs, opts)
+	if err != nil || len(demos) != n {
+		t.Fatalf("Blocksworld: %d demonstrations of %d problems, %v", len(demos), n, err)
+	}
+	return bw, demos
+}
+
+// virtualHomeTrain opens VirtualHome's train split.
+func virtualHomeTrain(t *testing.T) *envs.Suite {
+	t.Helper()
+	vh, err := envs.NewVirtualHome(filepath.Join(testenv.Datasets(t), "virtualhome"))
+	if err == nil {
+		vh, err = vh.Split(envs.VirtualHomeTrain)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vh
+}

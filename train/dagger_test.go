@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/nesy-dev/nesy/decoder"
-	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/models"
 )
@@ -28,19 +27,8 @@ import (
 func TestDAggerDemos(t *testing.T) {
 	ctx := context.Background()
 	ds := testenv.Datasets(t)
-	bw, err := envs.NewBlocksworld(filepath.Join(ds, "planbench-blocksworld"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	probs, err := envs.GenerateBlocksworld(4, 5, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := DemoOptions{Prompt: decoder.PromptOptions{Compact: true}}
-	demos, _, err := BlocksworldDemos(ctx, bw, probs, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bw, demos := blocksDemos(t, 4, 5, opts)
 	dir := filepath.Join(ds, "alfworld", "valid_train")
 	opts.Limit = 1
 	ad, _, err := ALFWorldDemos(ctx, dir, opts)
@@ -48,13 +36,7 @@ func TestDAggerDemos(t *testing.T) {
 		t.Fatal(err)
 	}
 	demos = append(demos, ad...)
-	vh, err := envs.NewVirtualHome(filepath.Join(ds, "virtualhome"))
-	if err == nil {
-		vh, err = vh.Split(envs.VirtualHomeTrain)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	vh := virtualHomeTrain(t)
 	opts.Limit = 2
 	vd, _, err := VirtualHomeDemos(ctx, vh, opts)
 	if err != nil || len(vd) == 0 {

@@ -2,15 +2,12 @@ package train
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
-	"github.com/nesy-dev/nesy/envs"
-	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/models"
 )
 
@@ -23,28 +20,10 @@ import (
 // leaves the traced examples unconstrained (so the kind is what decides).
 func TestGoalTraceDemos(t *testing.T) {
 	ctx := context.Background()
-	ds := testenv.Datasets(t)
-	bw, err := envs.NewBlocksworld(filepath.Join(ds, "planbench-blocksworld"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	probs, err := envs.GenerateBlocksworld(4, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prompt := decoder.PromptOptions{Compact: true, StateFirst: true, UpperGoal: true, GoalTrace: true}
 	opts := DemoOptions{Prompt: prompt, Limit: 4}
-	demos, _, err := BlocksworldDemos(ctx, bw, probs, opts)
-	if err != nil || len(demos) != len(probs) {
-		t.Fatalf("Blocksworld: %d demonstrations, %v", len(demos), err)
-	}
-	vh, err := envs.NewVirtualHome(filepath.Join(ds, "virtualhome"))
-	if err == nil {
-		vh, err = vh.Split(envs.VirtualHomeTrain)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	bw, demos := blocksDemos(t, 4, 3, opts)
+	vh := virtualHomeTrain(t)
 	opts.Limit = 2
 	vd, _, err := VirtualHomeDemos(ctx, vh, opts)
 	if err != nil || len(vd) == 0 {

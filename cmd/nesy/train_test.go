@@ -96,12 +96,7 @@ func TestTrainCLIStateFirstPack(t *testing.T) {
 		t.Errorf("%d training sequences for %d examples: nothing packed", seqs, examples)
 	}
 	path := filepath.Join(dir, train.ModelFile)
-	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kind := lm.Info().Prompt
-	lm.Close()
+	kind := promptKind(t, path)
 	if want := decoder.PromptCompactStateFirst + decoder.PromptUpperGoal; kind != want {
 		t.Fatalf("the GGUF's prompt is %q, want %q", kind, want)
 	}
@@ -135,12 +130,7 @@ func TestTrainCLIGoalTrace(t *testing.T) {
 		t.Fatalf("traced demonstrations leave the constraint:\n%s", out)
 	}
 	path := filepath.Join(dir, train.ModelFile)
-	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kind := lm.Info().Prompt
-	lm.Close()
+	kind := promptKind(t, path)
 	if want := decoder.PromptCompactStateFirst + decoder.PromptUpperGoal + decoder.PromptGoalTrace; kind != want {
 		t.Fatalf("the GGUF's prompt is %q, want %q", kind, want)
 	}
@@ -154,4 +144,15 @@ func TestTrainCLIGoalTrace(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || !strings.Contains(res.Text, " => left: ") {
 		t.Fatalf("no goal trace in the plan's text (%v):\n%s", err, out)
 	}
+}
+
+// promptKind returns the prompt kind the GGUF at path declares.
+func promptKind(t *testing.T, path string) string {
+	t.Helper()
+	lm, err := models.Load(context.Background(), path, models.Options{Threads: 1, Sequences: 1, ContextLength: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	return lm.Info().Prompt
 }
