@@ -143,23 +143,30 @@ func GoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
 		return nil
 	}
 	conj := task.Goal[0]
-	text := func(f int) string {
-		t := lex.FactText(task.Facts[f])
-		if upper {
-			t = strings.ToUpper(t)
+	// The goal's sentences, once: a trace is made for every applicable
+	// action of every state.
+	text := func(facts []int, prefix string) []string {
+		out := make([]string, len(facts))
+		for i, f := range facts {
+			out[i] = lex.FactText(task.Facts[f])
+			if upper {
+				out[i] = strings.ToUpper(out[i])
+			}
+			out[i] = prefix + out[i]
 		}
-		return t
+		return out
 	}
+	pos, neg := text(conj.Pos, ""), text(conj.Neg, "not: ")
 	return func(s pddl.State) string {
 		var left []string
-		for _, f := range conj.Pos {
+		for i, f := range conj.Pos {
 			if !s.Has(f) {
-				left = append(left, text(f))
+				left = append(left, pos[i])
 			}
 		}
-		for _, f := range conj.Neg {
+		for i, f := range conj.Neg {
 			if s.Has(f) {
-				left = append(left, "not: "+text(f))
+				left = append(left, neg[i])
 			}
 		}
 		if len(left) == 0 {
@@ -169,16 +176,13 @@ func GoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
 	}
 }
 
-// text returns what the model writes for action a in state s: its
-// lexicon text, and the Trace of its successor when there is one.
-func (sp *Space) text(s pddl.State, a int) string {
-	t := sp.lex.Text(a)
-	if sp.opts.Trace != nil {
-		if tr := sp.opts.Trace(sp.task.Apply(s, a)); tr != "" {
-			t += TraceSep + tr
-		}
+// trace returns what the model writes after action a's text in state s:
+// TraceSep and the Trace of its successor, or "" when that is empty.
+func (sp *Space) trace(s pddl.State, a int) string {
+	if tr := sp.opts.Trace(sp.task.Apply(s, a)); tr != "" {
+		return TraceSep + tr
 	}
-	return t
+	return ""
 }
 
 // Space is the constraint of one task for one model: which tokens may come
@@ -259,7 +263,8 @@ type step struct {
 	key     string // state.Key()
 	state   pddl.State
 	at      *trie.ActionTrie
-	actions []int // trie action index -> task action id
+	actions []int    // trie action index -> task action id
+	texts   []string // what the model writes for each of actions (traces included)
 	goal    bool
 
 	// NoRevisit: the successor state's key of each action, built once.
@@ -356,11 +361,11 @@ func (sp *Space) step(s pddl.State) (*step, error) {
 	for i, ch := range choices {
 		texts[i], ids[i] = ch.Text, ch.Action
 		if sp.opts.Trace != nil {
-			texts[i] = sp.text(s, ch.Action)
+			texts[i] += sp.trace(s, ch.Action)
 		}
 	}
 	goal := sp.task.GoalReached(s)
-	st := &step{key: key, state: s, actions: ids, goal: goal}
+	st := &step{key: key, state: s, actions: ids, texts: texts, goal: goal}
 	if err := sp.buildTrie(st, texts); err != nil {
 		return nil, err
 	}
@@ -423,13 +428,11 @@ func (sp *Space) unvisited(st *step, seen *seenLink) (*step, error) {
 	if f, ok := sp.steps.get(key.String()); ok {
 		return f, nil
 	}
-	f := &step{key: st.key, state: st.state, goal: st.goal, actions: make([]int, len(keep))}
-	texts := make([]string, len(keep))
+	f := &step{key: st.key, state: st.state, goal: st.goal, actions: make([]int, len(keep)), texts: make([]string, len(keep))}
 	for j, i := range keep {
-		f.actions[j] = st.actions[i]
-		texts[j] = sp.text(st.state, st.actions[i])
+		f.actions[j], f.texts[j] = st.actions[i], st.texts[i]
 	}
-	if err := sp.buildTrie(f, texts); err != nil {
+	if err := sp.buildTrie(f, f.texts); err != nil {
 		return nil, err
 	}
 	return sp.steps.put(key.String(), f), nil
