@@ -77,6 +77,13 @@ type Options struct {
 	// MaxThinkTokens bounds the thinking of a thinking prompt; at the bound
 	// "</think>" is written for the model. 0 means DefaultMaxThinkTokens.
 	MaxThinkTokens int
+	// FeedEachToken feeds every constrained token to the model in a call
+	// of its own. Otherwise a run of tokens the constraint forces (the rest
+	// of an action's only spelling, a goal trace) is fed in one call when
+	// the next choice needs the logits: the same plans up to float
+	// rounding (a pass over several tokens sums in another order), in
+	// fewer model calls.
+	FeedEachToken bool
 	// OnEvent, when not nil, is called synchronously for every token,
 	// committed action, invalid step and the end (for streaming).
 	OnEvent func(Event)
@@ -363,6 +370,11 @@ type run struct {
 	plan  []int
 	ended bool
 	text  bytes.Buffer
+	// pending holds constrained tokens written but not yet fed to the
+	// model: a token the constraint forces needs no logits, so a run of
+	// forced tokens (the rest of a unique action name, a goal trace) is
+	// fed in one model call when the next choice needs the logits.
+	pending []int32
 
 	// unconstrained
 	lp *lineParser
@@ -398,7 +410,7 @@ func (r *run) decode(ctx context.Context) error {
 		if ctxLen <= 0 {
 			return 1 << 30
 		}
-		return ctxLen - r.pos
+		return ctxLen - r.pos - len(r.pending)
 	}
 	if r.s.prompt.Think {
 		if err := r.think(ctx, room); err != nil {
@@ -439,7 +451,19 @@ func (r *run) decode(ctx context.Context) error {
 				r.end(constraint.DeadEnd.String())
 				return nil
 			}
-			i := r.sm.Pick(r.logits, r.set.IDs)
+			i := 0
+			switch {
+			case r.set.Len() > 1:
+				if err := r.flush(ctx); err != nil {
+					return err
+				}
+				i = r.sm.Pick(r.logits, r.set.IDs)
+			case !r.opts.Sampling.Greedy():
+				// A forced token: the logits do not matter, but the
+				// sampler draws as it always does, so that a seed gives
+				// the same plan however the tokens are fed.
+				i = r.sm.Pick(r.logits, r.set.IDs)
+			}
 			tok = r.set.IDs[i]
 			t1 := time.Now()
 			next, err := r.sp.Advance(r.cur, r.set.Next[i])
@@ -476,10 +500,30 @@ func (r *run) decode(ctx context.Context) error {
 				return nil
 			}
 		}
+		if r.opts.Constrained {
+			r.pending = append(r.pending, tok)
+			if !r.opts.FeedEachToken {
+				continue
+			}
+			if err := r.flush(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := r.feed(ctx, []int32{tok}); err != nil {
 			return err
 		}
 	}
+}
+
+// flush feeds the pending constrained tokens in one model call.
+func (r *run) flush(ctx context.Context) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	err := r.feed(ctx, r.pending)
+	r.pending = r.pending[:0]
+	return err
 }
 
 // think lets the model think freely until it closes its think block (or the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/nesy-dev/nesy/constraint"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +24,7 @@ type decodeCase struct {
 // policies. Seeds are set per run.
 var constrainedCases = []decodeCase{
 	{"greedy", constraint.Options{MaxActions: 10}, Options{Constrained: true}},
+	{"greedy/each-token", constraint.Options{MaxActions: 10}, Options{Constrained: true, FeedEachToken: true}},
 	{"greedy/goal-end", constraint.Options{MaxActions: 10, EndPolicy: constraint.EndAtGoal}, Options{Constrained: true}},
 	{"sample", constraint.Options{MaxActions: 10}, Options{Constrained: true, Sampling: Sampling{Temperature: 1}}},
 	{"sample/top", constraint.Options{MaxActions: 10, StopAtGoal: true, End: "done\n"},
@@ -31,7 +33,11 @@ var constrainedCases = []decodeCase{
 
 // checkResult checks the invariants of every result: the plan validates from
 // its printed text, the accounting adds up, the text is the tokens' text.
-func checkResult(t *testing.T, name string, d *Decoder, tt testTask, sess *Session, res *Result, prefilled bool) {
+//
+// batched says that constrained tokens were fed as Options.FeedEachToken
+// false feeds them: a forced run in one call when the next choice needs the
+// logits, so fewer tokens and calls than one per token.
+func checkResult(t *testing.T, name string, d *Decoder, tt testTask, sess *Session, res *Result, prefilled, batched bool) {
 	t.Helper()
 	task := tt.Task()
 	vr := validatePlanText(t, task, res.Lines)
@@ -88,11 +94,21 @@ func checkResult(t *testing.T, name string, d *Decoder, tt testTask, sess *Sessi
 	if prefilled {
 		prompt = res.PromptTokens
 	}
-	if res.EvaluatedTokens != prompt+fed {
-		t.Fatalf("%s: %d evaluated tokens, want %d prompt + %d fed (end %s)", name, res.EvaluatedTokens, prompt, fed, res.EndReason)
-	}
-	if calls := fed + btoi(prefilled); res.ModelCalls != calls {
-		t.Fatalf("%s: %d model calls, want %d", name, res.ModelCalls, calls)
+	if batched {
+		// Tokens after the last choice are never fed; a call feeds at least
+		// one token, and there are calls exactly when tokens were fed.
+		ev, calls := res.EvaluatedTokens-prompt, res.ModelCalls-btoi(prefilled)
+		if ev < 0 || ev > fed || calls < 0 || calls > ev || (calls == 0) != (ev == 0) {
+			t.Fatalf("%s: %d evaluated tokens in %d calls, want %d prompt + at most %d fed in at most as many calls (end %s)",
+				name, res.EvaluatedTokens, res.ModelCalls, prompt, fed, res.EndReason)
+		}
+	} else {
+		if res.EvaluatedTokens != prompt+fed {
+			t.Fatalf("%s: %d evaluated tokens, want %d prompt + %d fed (end %s)", name, res.EvaluatedTokens, prompt, fed, res.EndReason)
+		}
+		if calls := fed + btoi(prefilled); res.ModelCalls != calls {
+			t.Fatalf("%s: %d model calls, want %d", name, res.ModelCalls, calls)
+		}
 	}
 	if res.Constrained && res.MaskSteps != res.GeneratedTokens+btoi(res.EndReason == "end_token") {
 		t.Fatalf("%s: %d mask steps for %d tokens", name, res.MaskSteps, res.GeneratedTokens)
@@ -140,7 +156,7 @@ func TestConstrainedPlansValidate(t *testing.T) {
 						if err != nil {
 							t.Fatalf("%s %s: %v", tt.Name, dc.name, err)
 						}
-						checkResult(t, fmt.Sprintf("%s %s seed %d", tt.Name, dc.name, seed), d, tt, sess, res, seed == 0)
+						checkResult(t, fmt.Sprintf("%s %s seed %d", tt.Name, dc.name, seed), d, tt, sess, res, seed == 0, !opts.FeedEachToken)
 						total++
 						goals += btoi(res.GoalReached)
 						deadEnds += btoi(res.DeadEnd)
@@ -151,6 +167,44 @@ func TestConstrainedPlansValidate(t *testing.T) {
 		})
 	}
 	t.Logf("%d constrained plans validated (%d reach the goal, %d dead ends)", total, goals, deadEnds)
+}
+
+// TestForcedRunsFedAtOnce: greedy constrained decoding with forced runs fed
+// in one call writes the plans that feeding every token alone writes (the
+// logits differ only by float rounding, far below these models' margins),
+// in fewer model calls over fewer fed tokens.
+func TestForcedRunsFedAtOnce(t *testing.T) {
+	tasks := datasetTasks(t, 3)
+	for _, family := range modelFamilies {
+		d := testDecoder(t, family)
+		same, n, callsAtOnce, callsEach := 0, 0, 0, 0
+		for _, tt := range tasks {
+			sess, err := d.Prepare(context.Background(), Request{Lexicon: tt.Lex, Space: constraint.Options{MaxActions: 10}, Prompt: PromptOptions{OmitStatic: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			each, err := sess.Decode(context.Background(), Options{Constrained: true, FeedEachToken: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			once, err := sess.Decode(context.Background(), Options{Constrained: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess.Close()
+			n++
+			same += btoi(slices.Equal(each.Tokens, once.Tokens))
+			callsEach += each.ModelCalls
+			callsAtOnce += once.ModelCalls
+		}
+		t.Logf("%s: %d of %d plans the same; %d model calls against %d", family, same, n, callsAtOnce, callsEach)
+		if same != n {
+			t.Errorf("%s: %d of %d plans differ with forced runs fed at once", family, n-same, n)
+		}
+		if callsAtOnce >= callsEach {
+			t.Errorf("%s: %d model calls with forced runs fed at once, %d one by one", family, callsAtOnce, callsEach)
+		}
+	}
 }
 
 // TestUnconstrainedReportsFirstInvalid decodes the same tasks without the
@@ -172,7 +226,7 @@ func TestUnconstrainedReportsFirstInvalid(t *testing.T) {
 					t.Fatal(err)
 				}
 				name := fmt.Sprintf("%s/%s seed %d", family, tt.Name, seed)
-				checkResult(t, name, d, tt, sess, res, seed == 0)
+				checkResult(t, name, d, tt, sess, res, seed == 0, false)
 				total++
 				if res.FirstInvalid == nil {
 					if !res.Valid {

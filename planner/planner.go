@@ -107,6 +107,9 @@ type Options struct {
 	// every action leads back, all stay allowed (not only the least
 	// visited).
 	RevisitAll bool
+	// FeedEachToken is decoder.Options.FeedEachToken: cgreedy feeds every
+	// token in a model call of its own instead of a forced run in one.
+	FeedEachToken bool
 	// Index is the model's vocabulary index (constraint.NewIndex); nil
 	// builds it. Callers that plan often with one model build it once.
 	Index *trie.Index
@@ -311,7 +314,7 @@ func (r *run) decode(ctx context.Context) (*Outcome, error) {
 	if sampling.Seed == 0 {
 		sampling.Seed = r.opts.Seed
 	}
-	dopts := decoder.Options{Constrained: r.method == CGreedy, MaxTokens: r.opts.GeneratedTokens, Sampling: sampling}
+	dopts := decoder.Options{Constrained: r.method == CGreedy, MaxTokens: r.opts.GeneratedTokens, Sampling: sampling, FeedEachToken: r.opts.FeedEachToken}
 	if on := r.opts.OnEvent; on != nil {
 		dopts.OnEvent = func(e decoder.Event) {
 			switch e.Kind {

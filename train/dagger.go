@@ -147,7 +147,12 @@ func daggerTask(ctx context.Context, lm models.LM, idx *trie.Index, src *Sources
 	}
 	task, lex := ep.Task(), ep.Lexicon()
 	res, err := planner.Run(ctx, lm, planner.Task{Lexicon: lex, Goal: ep.Goal()}, planner.CGreedy,
-		planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit, RevisitAll: o.NoRevisit})
+		planner.Options{Budgets: planner.Budgets{MaxActions: o.MaxActions}, Index: idx, NoRevisit: o.NoRevisit, RevisitAll: o.NoRevisit,
+			// A run of forced tokens is fed in one model call where the goal
+			// trace makes them most of a plan's tokens; without the trace
+			// one by one, the logits' bits the shipped prior's rounds were
+			// rolled out with (a pass over several tokens rounds otherwise).
+			FeedEachToken: !o.Prompt.GoalTrace})
 	if err != nil {
 		return nil, false, fmt.Errorf("train: DAgger: %s: rollout: %w", d.ID, err)
 	}

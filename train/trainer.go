@@ -47,6 +47,14 @@ type Options struct {
 	// 1: one at a time. The gradients are summed in example order as one
 	// worker sums them, so every worker count trains bit-identical weights.
 	Workers int
+	// GraphMemory bounds the memory of the training graphs kept between
+	// examples, in bytes as graphBytes estimates it (0: no bound). Before a
+	// graph is built, the least recently used graphs no worker holds are
+	// dropped until the new one fits (the one a worker needs is built even
+	// when it alone passes the bound). A graph holds no state between
+	// examples, so the bound changes no bit of the weights, only how often
+	// graphs are rebuilt.
+	GraphMemory int64
 	// Progress is called after every step (nil: none).
 	Progress func(Progress)
 	// Snapshot is called after every held-out evaluation, when the
@@ -177,6 +185,7 @@ type runner struct {
 	allow  []float32
 	gx     *G.Node            // the loss's gradient with respect to x
 	grad   map[*Param]*G.Node // and to each parameter
+	bytes  int64              // graphBytes of gr's graph
 }
 
 func newRunner(p *Params, seq, rows int) (*runner, error) {
@@ -209,39 +218,96 @@ func (r *runner) close() { r.vm.Close() }
 // graph is lent waits for it. So several workers take the memory of one
 // (a graph of the longest packed sequences holds gigabytes, and two per
 // bucket passed 24 GiB), and run at once while their examples' buckets
-// differ.
+// differ. With a memory bound (Options.GraphMemory) the least recently
+// used graphs are dropped to make room: one graph's attention memory grows
+// with the square of its positions, so the sum over every bucket grows
+// with the cube of the longest example's.
 type runnerPool struct {
-	p    *Params
-	rows int
+	p     *Params
+	rows  int
+	limit int64 // bytes; 0: no bound
 
 	mu      sync.Mutex
 	changed *sync.Cond      // a graph came back or was built
 	graphs  map[int]*runner // by positions
 	lent    map[int]bool    // graphs lent now, and buckets being built
-	built   []*runner       // every graph, closed by close
+	used    map[int]int64   // by positions: the tick of the last loan
+	tick    int64
+	bytes   int64 // graphBytes of the graphs kept
+	// largest is the positions and bytes of the largest graph built, to
+	// estimate a graph before it is built.
+	largestSeq   int
+	largestBytes int64
 	// building serialises graph construction (gorgonia's graph building
 	// is not safe to run concurrently).
 	building sync.Mutex
 }
 
-func newRunnerPool(p *Params, rows int) *runnerPool {
-	pl := &runnerPool{p: p, rows: rows, graphs: map[int]*runner{}, lent: map[int]bool{}}
+func newRunnerPool(p *Params, rows int, limit int64) *runnerPool {
+	pl := &runnerPool{p: p, rows: rows, limit: limit, graphs: map[int]*runner{}, lent: map[int]bool{}, used: map[int]int64{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	return pl
 }
 
-// get lends the graph of seq positions, building it on first need, or
-// waits while it is lent.
+// graphBytes estimates the memory of a training graph: every node's value
+// (the forward pass's and the gradients') as float32.
+func graphBytes(g *G.ExprGraph) int64 {
+	var n int64
+	for _, x := range g.AllNodes() {
+		n += int64(max(1, x.Shape().TotalSize())) * 4
+	}
+	return n
+}
+
+// estimate is the bytes a graph of seq positions will take: the largest
+// graph built so far scaled by the square of the positions (attention's
+// share, an overestimate for the rest), or 0 before any was built.
+func (pl *runnerPool) estimate(seq int) int64 {
+	if pl.largestSeq == 0 {
+		return 0
+	}
+	f := float64(seq) / float64(pl.largestSeq)
+	return int64(float64(pl.largestBytes) * f * f)
+}
+
+// evict drops the least recently used graphs no worker holds until need
+// more bytes fit under the bound. pl.mu is held.
+func (pl *runnerPool) evict(need int64) {
+	if pl.limit <= 0 {
+		return
+	}
+	for pl.bytes+need > pl.limit {
+		victim, oldest := -1, int64(math.MaxInt64)
+		for seq := range pl.graphs {
+			if !pl.lent[seq] && pl.used[seq] < oldest {
+				victim, oldest = seq, pl.used[seq]
+			}
+		}
+		if victim < 0 {
+			return
+		}
+		r := pl.graphs[victim]
+		delete(pl.graphs, victim)
+		pl.bytes -= r.bytes
+		r.close()
+	}
+}
+
+// get lends the graph of seq positions, building it on first need (or
+// again after evict dropped it), or waits while it is lent.
 func (pl *runnerPool) get(seq int) (*runner, error) {
 	pl.mu.Lock()
 	for pl.lent[seq] {
 		pl.changed.Wait()
 	}
 	pl.lent[seq] = true
+	pl.tick++
+	pl.used[seq] = pl.tick
 	if r := pl.graphs[seq]; r != nil {
 		pl.mu.Unlock()
 		return r, nil
 	}
+	pl.evict(pl.estimate(seq))
 	pl.mu.Unlock()
 	pl.building.Lock()
 	r, err := newRunner(pl.p, seq, pl.rows)
@@ -253,8 +319,12 @@ func (pl *runnerPool) get(seq int) (*runner, error) {
 		pl.changed.Broadcast()
 		return nil, err
 	}
+	r.bytes = graphBytes(r.gr.g)
+	if r.bytes > pl.largestBytes {
+		pl.largestSeq, pl.largestBytes = seq, r.bytes
+	}
 	pl.graphs[seq] = r
-	pl.built = append(pl.built, r)
+	pl.bytes += r.bytes
 	return r, nil
 }
 
@@ -268,7 +338,7 @@ func (pl *runnerPool) put(seq int) {
 
 // close frees every graph.
 func (pl *runnerPool) close() {
-	for _, r := range pl.built {
+	for _, r := range pl.graphs {
 		r.close()
 	}
 }
@@ -453,7 +523,7 @@ func Train(ctx context.Context, p *Params, train, held []Example, o Options) (*R
 	// parameters), so which worker runs an example does not change a bit
 	// of the result.
 	workers := max(1, min(o.Workers, max(o.Batch, len(held))))
-	pool := newRunnerPool(p, rows)
+	pool := newRunnerPool(p, rows, o.GraphMemory)
 	defer pool.close()
 	run := func(it item, wt float32, out *exOut) (float64, int, error) {
 		n := min(o.Seq, (len(it.tokens)+bucket-1)/bucket*bucket)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -305,7 +306,7 @@ func TestRunnerPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := newRunnerPool(p, 4)
+	pl := newRunnerPool(p, 4, 0)
 	defer pl.close()
 	a, err := pl.get(16)
 	if err != nil {
@@ -337,14 +338,68 @@ func TestRunnerPool(t *testing.T) {
 	}
 	pl.put(16)
 	pl.put(32)
-	if len(pl.built) != 2 {
-		t.Fatalf("%d graphs built, want one per bucket (2)", len(pl.built))
+	if len(pl.graphs) != 2 {
+		t.Fatalf("%d graphs built, want one per bucket (2)", len(pl.graphs))
 	}
+}
+
+// TestRunnerPoolMemory: under a bound that holds one graph, building
+// another drops the least recently used graph no one holds, and a graph
+// that is lent is never dropped (both are then kept, over the bound).
+func TestRunnerPoolMemory(t *testing.T) {
+	p, err := NewParams(Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := newRunnerPool(p, 4, 0)
+	r32, err := probe.get(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r32.bytes <= 0 {
+		t.Fatalf("graph of 32 positions estimated at %d bytes", r32.bytes)
+	}
+	probe.put(32)
+	probe.close()
+
+	pl := newRunnerPool(p, 4, r32.bytes) // room for the 32-position graph alone
+	defer pl.close()
+	a, err := pl.get(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.put(16)
+	if _, err := pl.get(32); err != nil {
+		t.Fatal(err)
+	}
+	pl.put(32)
+	if pl.graphs[16] != nil || pl.graphs[32] == nil {
+		t.Fatalf("kept %v, want the 16-position graph dropped for the 32-position one", slices.Sorted(maps.Keys(pl.graphs)))
+	}
+	if pl.bytes != r32.bytes {
+		t.Fatalf("pool holds %d bytes, want the 32-position graph's %d", pl.bytes, r32.bytes)
+	}
+	if _, err := pl.get(32); err != nil { // lent while 16 is built again
+		t.Fatal(err)
+	}
+	b, err := pl.get(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b == a {
+		t.Fatal("the dropped graph was lent again")
+	}
+	if pl.graphs[16] == nil || pl.graphs[32] == nil {
+		t.Fatalf("kept %v, want both: the 32-position graph is lent", slices.Sorted(maps.Keys(pl.graphs)))
+	}
+	pl.put(16)
+	pl.put(32)
 }
 
 // TestTrainWorkersBitIdenticalBuckets: with examples in two length buckets
 // (graphs lent from the pool to whichever worker needs one), one, two and
-// three workers train the same bits.
+// three workers train the same bits, and so do one and two with a memory
+// bound that drops every graph another bucket's needs.
 func TestTrainWorkersBitIdenticalBuckets(t *testing.T) {
 	cfg := Config{Vocab: 12, Dim: 16, Layers: 1, Heads: 2, FFN: 32}
 	data := toyExamples(cfg.Vocab, 10)
@@ -359,13 +414,17 @@ func TestTrainWorkersBitIdenticalBuckets(t *testing.T) {
 		}
 	}
 	var ref *Params
-	for _, workers := range []int{1, 2, 3} {
+	for _, tc := range []struct {
+		workers int
+		memory  int64
+	}{{1, 0}, {2, 0}, {3, 0}, {1, 1}, {2, 1}} { // 1 byte: every graph rebuilt when another bucket comes
+		workers := tc.workers
 		p, err := NewParams(cfg, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := Train(context.Background(), p, data[:7], data[7:],
-			Options{Steps: 6, Batch: 4, Seq: 2 * bucket, Seed: 5, EvalEvery: 3, LR: 1e-2, Workers: workers}); err != nil {
+			Options{Steps: 6, Batch: 4, Seq: 2 * bucket, Seed: 5, EvalEvery: 3, LR: 1e-2, Workers: workers, GraphMemory: tc.memory}); err != nil {
 			t.Fatal(err)
 		}
 		if ref == nil {
@@ -374,7 +433,7 @@ func TestTrainWorkersBitIdenticalBuckets(t *testing.T) {
 		}
 		for i := range p.List {
 			if !slices.Equal(p.List[i].Data, ref.List[i].Data) {
-				t.Fatalf("%d workers: %s differs from one worker's", workers, p.List[i].Name)
+				t.Fatalf("%d workers, graph memory %d: %s differs from one worker's", workers, tc.memory, p.List[i].Name)
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func newTrainCmd() *cobra.Command {
 		steps, batch, evalEvery int
 		pack, seq               int
 		workers                 int
-		lr, clip                float64
+		lr, clip, graphGiB      float64
 		resume, quiet, tied, vh bool
 	)
 	cmd := &cobra.Command{
@@ -96,7 +96,7 @@ the policy at once, one thread each, gathered in task order).`,
 			}
 			o.Model = train.Config{Layers: layers, Dim: dim, Heads: heads, FFN: ffn, Tied: tied}
 			o.Train = train.Options{Steps: steps, Batch: batch, LR: lr, Clip: clip, Seed: o.Seed, EvalEvery: evalEvery, Resume: resume, Workers: workers, BLAS: train.BLAS(blasName),
-				Pack: pack, Seq: seq}
+				Pack: pack, Seq: seq, GraphMemory: int64(graphGiB * (1 << 30))}
 			if pack > 1 && !o.StateFirst {
 				return errors.New("train: --pack needs --state-first: the compact prompt's goal comes before the state, so no two goals share their prompt's tokens")
 			}
@@ -157,6 +157,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.BoolVar(&o.UpperGoal, "upper-goal", false, "write the prompt's goal in capitals, so that its words are tokens of their own, never the state's or the plan's (the GGUF's general.nesy.prompt ends in -upper-goal)")
 	f.BoolVar(&o.GoalTrace, "goal-trace", false, "with a compact prompt: after every action the constraint writes, on its line, the goal's facts still to reach (\" => left: FACT; FACT\", forced tokens; tasks whose goal is one conjunction of facts: Blocksworld's, VirtualHome's, some of ALFWorld's), and the prior is trained on such plans (the GGUF's general.nesy.prompt ends in -goal-trace)")
 	f.IntVar(&pack, "pack", 0, "with --state-first, pack up to N demonstrations of one scene into one training sequence on a single copy of their shared state (each sees the state and its own tokens only; its loss and gradient are those it has alone); a step's --batch then counts sequences")
+	f.Float64Var(&graphGiB, "graph-memory", 8, "GiB of training graphs kept between examples (one per 128-position length bucket, estimated from their tensors): the least recently used are rebuilt when needed instead; the weights are the same bits for any value (0: keep every graph)")
 	f.IntVar(&seq, "seq", 0, "positions of a training sequence (0: the longest demonstration's, with --pack at least 1024)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
