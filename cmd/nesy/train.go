@@ -157,7 +157,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.BoolVar(&o.UpperGoal, "upper-goal", false, "write the prompt's goal in capitals, so that its words are tokens of their own, never the state's or the plan's (the GGUF's general.nesy.prompt ends in -upper-goal)")
 	f.BoolVar(&o.GoalTrace, "goal-trace", false, "with a compact prompt: after every action the constraint writes, on its line, the goal's facts still to reach (\" => left: FACT; FACT\", forced tokens; tasks whose goal is one conjunction of facts: Blocksworld's, VirtualHome's, some of ALFWorld's), and the prior is trained on such plans (the GGUF's general.nesy.prompt ends in -goal-trace)")
 	f.IntVar(&pack, "pack", 0, "with --state-first, pack up to N demonstrations of one scene into one training sequence on a single copy of their shared state (each sees the state and its own tokens only; its loss and gradient are those it has alone); a step's --batch then counts sequences")
-	f.Float64Var(&graphGiB, "graph-memory", 8, "GiB of training graphs kept between examples (one per 128-position length bucket, estimated from their tensors): the least recently used are rebuilt when needed instead; the weights are the same bits for any value (0: keep every graph)")
+	f.Float64Var(&graphGiB, "graph-memory", 5, "GiB of training graphs kept between examples (one per 128-position length bucket, estimated from their tensors): the least recently used are rebuilt when needed instead; the weights are the same bits for any value (0: keep every graph)")
 	f.IntVar(&seq, "seq", 0, "positions of a training sequence (0: the longest demonstration's, with --pack at least 1024)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar (a line per held-out evaluation instead)")
 	return cmd
