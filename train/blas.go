@@ -26,6 +26,8 @@ import "C"
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -116,6 +118,27 @@ func (b *openBLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []
 	C.nesy_sgemm(b.sgemm, cblasTrans(tA), cblasTrans(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		(*C.float)(unsafe.Pointer(&a[0])), C.int(lda), (*C.float)(unsafe.Pointer(&bb[0])), C.int(ldb),
 		C.float(beta), (*C.float)(unsafe.Pointer(&c[0])), C.int(ldc))
+}
+
+// pinBLASCore makes OpenBLAS run the named kernels (RunOptions.BLASCore):
+// it sets OPENBLAS_CORETYPE, which OpenBLAS reads when it loads, loads it
+// and checks the kernels it reports. Without name or OpenBLAS it does
+// nothing.
+func pinBLASCore(b BLAS, core string) error {
+	if core == "" || b != BLASOpenBLAS {
+		return nil
+	}
+	if err := os.Setenv("OPENBLAS_CORETYPE", core); err != nil {
+		return fmt.Errorf("train: OpenBLAS kernels %q: %w", core, err)
+	}
+	ob, err := loadOpenBLAS()
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(strings.ToLower(ob.config), "kernels for "+strings.ToLower(core)) {
+		return fmt.Errorf("train: OpenBLAS kernels %q requested, but it runs %q (a CPU without their instructions, or OpenBLAS loaded before with others)", core, ob.config)
+	}
+	return nil
 }
 
 // checkBLAS reports whether name is a BLAS that loads, without making

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -150,4 +151,42 @@ func TestDescribeBLAS(t *testing.T) {
 		t.Fatalf("openblas: %q, %v", d, err)
 	}
 	t.Log(d)
+}
+
+// TestPinBLASCore: --blas-core makes OpenBLAS run the named kernels (in a
+// process of its own: OpenBLAS reads OPENBLAS_CORETYPE when it loads), and
+// a second, different name is refused once it has loaded.
+func TestPinBLASCore(t *testing.T) {
+	needOpenBLAS(t)
+	if b, err := os.ReadFile("/proc/cpuinfo"); err != nil || !strings.Contains(string(b), " avx2") {
+		t.Skip("no AVX2 (Haswell's kernels) on this CPU")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPinBLASCoreChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "NESY_PIN_CORE=Haswell")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestPinBLASCoreChild") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if err := pinBLASCore(BLASGonum, "Haswell"); err != nil {
+		t.Errorf("gonum with a core name: %v, want it ignored", err)
+	}
+}
+
+// TestPinBLASCoreChild is TestPinBLASCore's child process.
+func TestPinBLASCoreChild(t *testing.T) {
+	core := os.Getenv("NESY_PIN_CORE")
+	if core == "" {
+		t.Skip("run by TestPinBLASCore in a process of its own")
+	}
+	if err := pinBLASCore(BLASOpenBLAS, core); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := loadOpenBLAS()
+	if err != nil || !strings.HasSuffix(ob.config, "kernels for "+core) {
+		t.Fatalf("OpenBLAS %q, %v: want %s's kernels", ob.config, err, core)
+	}
+	t.Log(ob.config)
+	if err := pinBLASCore(BLASOpenBLAS, "Prescott"); err == nil || !strings.Contains(err.Error(), "Prescott") {
+		t.Fatalf("another core after loading: %v, want an error naming it", err)
+	}
 }

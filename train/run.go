@@ -100,6 +100,13 @@ type RunOptions struct {
 	// GoalTrace trains with the goal trace after every action of a task
 	// whose goal is one conjunction (decoder.PromptOptions.GoalTrace).
 	GoalTrace bool
+	// BLASCore, with Train.BLAS BLASOpenBLAS, names the kernels OpenBLAS
+	// runs (its OPENBLAS_CORETYPE, e.g. "Haswell"), set before OpenBLAS
+	// loads, instead of those it picks for the CPU: the kernels decide the
+	// bits, so naming them lets every CPU that has their instructions
+	// train the same weights. Run fails if OpenBLAS runs others. "": its
+	// own pick.
+	BLASCore string
 	// Merges bounds the tokenizer's BPE merges.
 	Merges int
 	// Seed seeds the weights and the data order.
@@ -264,6 +271,9 @@ func Run(ctx context.Context, o RunOptions) (*Result, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	// A BLAS that cannot load fails now, not after the demonstrations.
+	if err := pinBLASCore(o.Train.BLAS, o.BLASCore); err != nil {
+		return nil, err
+	}
 	if err := checkBLAS(o.Train.BLAS); err != nil {
 		return nil, err
 	}

@@ -151,6 +151,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.IntVar(&ffn, "ffn", 256, "feed-forward size")
 	f.BoolVar(&tied, "tied", false, "compute the logits with the token embedding (tied output weights) instead of a projection of its own")
 	f.IntVar(&o.Merges, "merges", 2000, "BPE merges at most (the vocabulary stops growing when every word is one token)")
+	f.StringVar(&o.BLASCore, "blas-core", "", "with --blas openblas: the kernels OpenBLAS runs (its OPENBLAS_CORETYPE, e.g. Haswell, SkylakeX, Cooperlake) instead of its pick for the CPU; the kernels decide the bits, so naming them trains the same weights on every CPU that has their instructions (refused where OpenBLAS runs others)")
 	f.StringVar(&blasName, "blas", string(train.BLASGonum), "matrix products: gonum (pure Go, the same bits on every machine) or openblas (libopenblas.so.0, the shipped recipe's: its matrix products about 3x faster per core, a whole run about 1.5x; bit-identical for any --workers wherever OpenBLAS picks the same kernels, which the run logs)")
 	f.StringVar(&probe, "probe", "", "train nothing: say whether a prior (GGUF) reads the goal's object, at the first take of each ALFWorld training game (teacher-forced), with its own goal and with the goal's object type swapped")
 	f.BoolVar(&o.StateFirst, "state-first", false, "train on the compact prompt with the state before the goal (no goal line first), so that the goals of one scene share the state's tokens (the GGUF says general.nesy.prompt = compact-state-first)")
