@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,8 +156,10 @@ type RunInfo struct {
 	RolloutTemperature float64 `json:"rollout_temperature,omitempty"`
 	Seed               uint64  `json:"seed"`
 	MaxActions         int     `json:"max_actions"`
-	OmitStatic         bool    `json:"omit_static,omitempty"`
-	NoRevisit          bool    `json:"no_revisit,omitempty"`
+	// MaxTokens is Config.MaxTokens where it is not DefaultMaxTokens.
+	MaxTokens  int  `json:"max_tokens,omitempty"`
+	OmitStatic bool `json:"omit_static,omitempty"`
+	NoRevisit  bool `json:"no_revisit,omitempty"`
 	// Revisit is the revisit mask's rule where every action leads back
 	// (RevisitLeastVisited with NoRevisit; "" without it, or in a run made
 	// before the rule, when all such actions stayed allowed).
@@ -239,7 +242,7 @@ func revisitRule(noRevisit bool) string {
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
 		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemperature: c.RolloutTemperature, Seed: c.Seed,
-		MaxActions: c.MaxActions, OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Revisit: revisitRule(c.NoRevisit), End: endName(c.End), Perception: c.perception(), Split: splitOf(c.Env),
+		MaxActions: c.MaxActions, MaxTokens: nonDefault(c.MaxTokens, DefaultMaxTokens), OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Revisit: revisitRule(c.NoRevisit), End: endName(c.End), Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
 }
 
@@ -398,6 +401,10 @@ func checkRunInfo(dir string, info RunInfo) error {
 		if old.End != info.End {
 			return fmt.Errorf("bench: %s holds a run with end %q; use another --out for end %q", dir, endOrAny(old.End), endOrAny(info.End))
 		}
+		if old.MaxTokens != info.MaxTokens {
+			return fmt.Errorf("bench: %s holds a run with max_tokens %d; use another --out for max_tokens %d",
+				dir, cmp.Or(old.MaxTokens, DefaultMaxTokens), cmp.Or(info.MaxTokens, DefaultMaxTokens))
+		}
 		if old.Batch != info.Batch || old.NoCollapse != info.NoCollapse || old.Rollout != info.Rollout || old.RolloutTemperature != info.RolloutTemperature {
 			return fmt.Errorf("bench: %s holds a run with batch %d, no_collapse %v, rollout %d, rollout temperature %g; use another --out for batch %d, no_collapse %v, rollout %d, rollout temperature %g",
 				dir, old.Batch, old.NoCollapse, old.Rollout, old.RolloutTemperature, info.Batch, info.NoCollapse, info.Rollout, info.RolloutTemperature)
@@ -537,3 +544,12 @@ func ClusterOf(env string, t envs.TaskInfo) string {
 
 // elapsed is the seconds since t.
 func elapsed(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// nonDefault is v, or 0 where it is def (run.json then reads as a run made
+// before the setting could be changed).
+func nonDefault(v, def int) int {
+	if v == def {
+		return 0
+	}
+	return v
+}

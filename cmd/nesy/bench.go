@@ -29,15 +29,15 @@ const tinyModel = "tiny"
 
 func newBenchCmd() *cobra.Command {
 	var (
-		envName, suite, method, mode, model, out, shard  string
-		datasets, heuristic, tokenizer                   string
-		seconds, rolloutTemp                             float64
-		limit, simulations, threads, maxActions, batch   int
-		exploreSteps, maxSteps, rollout                  int
-		seed                                             uint64
-		allSkills, omitStatic, quiet, partial, noRevisit bool
-		noCollapse                                       bool
-		perception, flash, split, end                    string
+		envName, suite, method, mode, model, out, shard           string
+		datasets, heuristic, tokenizer                            string
+		seconds, rolloutTemp                                      float64
+		limit, simulations, threads, maxActions, maxTokens, batch int
+		exploreSteps, maxSteps, rollout                           int
+		seed                                                      uint64
+		allSkills, omitStatic, quiet, partial, noRevisit          bool
+		noCollapse                                                bool
+		perception, flash, split, end                             string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X [--model M] --out DIR",
@@ -106,7 +106,7 @@ with no forward pass, which says how much a model's prior adds.`,
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
 				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, Batch: batch, NoCollapse: noCollapse, Rollout: rollout,
-				RolloutTemperature: rolloutTemp, Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxSteps: maxSteps,
+				RolloutTemperature: rolloutTemp, Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxTokens: maxTokens, MaxSteps: maxSteps,
 				OmitStatic: omitStatic, NoRevisit: noRevisit, End: endPolicy,
 				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
 			}
@@ -146,6 +146,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
 	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	f.IntVar(&maxActions, "max-actions", bench.DefaultMaxActions, "longest plan")
+	f.IntVar(&maxTokens, "max-tokens", bench.DefaultMaxTokens, "most tokens in a decoded plan (greedy, cgreedy; a goal trace's tokens count)")
 	f.IntVar(&maxSteps, "max-steps", bench.DefaultMaxSteps, "direct policy: most commands per task")
 	f.IntVar(&exploreSteps, "explore-steps", explore.DefaultMaxSteps, "two-phase: exploration budget in skills")
 	f.Uint64Var(&seed, "seed", 0, "seed for sampling, search tie-breaking and --model tiny")

@@ -160,3 +160,31 @@ func TestBenchRunAndReport(t *testing.T) {
 		t.Error("a combined report over a run folder was accepted")
 	}
 }
+
+// TestBenchMaxTokens: --max-tokens bounds a decoded plan (the task stops
+// at max_tokens with no more tokens than that), is recorded in run.json,
+// and a resume with another bound is refused.
+func TestBenchMaxTokens(t *testing.T) {
+	ds := testenv.Datasets(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"bench", "--env", "blocksworld", "--split", "heldout", "--limit", "1", "--method", "cgreedy", "--mode", "true-state",
+		"--model", "uniform", "--out", out, "--threads", "1", "--datasets", ds, "--quiet"}
+	if _, stderr, code := runNesy(t, append(args, "--max-tokens", "7")...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, bench.TasksFile))
+	var r bench.Record
+	if err != nil || json.Unmarshal(data, &r) != nil {
+		t.Fatalf("tasks %s (%v)", data, err)
+	}
+	if r.Stop != "max_tokens" || r.GeneratedTokens != 7 {
+		t.Fatalf("stop %q after %d tokens, want max_tokens after 7", r.Stop, r.GeneratedTokens)
+	}
+	var info bench.RunInfo
+	if data, err := os.ReadFile(filepath.Join(out, bench.RunFile)); err != nil || json.Unmarshal(data, &info) != nil || info.MaxTokens != 7 {
+		t.Fatalf("run.json %s (%v): want max_tokens 7", data, err)
+	}
+	if _, stderr, code := runNesy(t, args...); code == 0 || !strings.Contains(stderr, "holds a run with max_tokens 7") {
+		t.Fatalf("resume with the default bound: exit %d, %q", code, stderr)
+	}
+}
