@@ -176,10 +176,10 @@ func GoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
 	}
 }
 
-// trace returns what the model writes after action a's text in state s:
-// TraceSep and the Trace of its successor, or "" when that is empty.
-func (sp *Space) trace(s pddl.State, a int) string {
-	if tr := sp.opts.Trace(sp.task.Apply(s, a)); tr != "" {
+// trace returns what the model writes after an action's text that leads
+// to next: TraceSep and next's Trace, or "" when that is empty.
+func (sp *Space) trace(next pddl.State) string {
+	if tr := sp.opts.Trace(next); tr != "" {
 		return TraceSep + tr
 	}
 	return ""
@@ -358,14 +358,27 @@ func (sp *Space) step(s pddl.State) (*step, error) {
 	choices := sp.lex.Applicable(s)
 	texts := make([]string, len(choices))
 	ids := make([]int, len(choices))
+	// The trace applies every action; with NoRevisit its successors' keys
+	// are kept, so that unvisited does not apply them again.
+	var succ []string
+	if sp.opts.Trace != nil && sp.opts.NoRevisit {
+		succ = make([]string, len(choices))
+	}
 	for i, ch := range choices {
 		texts[i], ids[i] = ch.Text, ch.Action
 		if sp.opts.Trace != nil {
-			texts[i] += sp.trace(s, ch.Action)
+			next := sp.task.Apply(s, ch.Action)
+			texts[i] += sp.trace(next)
+			if succ != nil {
+				succ[i] = next.Key()
+			}
 		}
 	}
 	goal := sp.task.GoalReached(s)
 	st := &step{key: key, state: s, actions: ids, texts: texts, goal: goal}
+	if succ != nil {
+		st.succOnce.Do(func() { st.succ = succ })
+	}
 	if err := sp.buildTrie(st, texts); err != nil {
 		return nil, err
 	}

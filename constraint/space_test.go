@@ -481,4 +481,21 @@ func TestGoalTrace(t *testing.T) {
 	if c.EndReason() != EndedAtGoal || c.Len() != 7 {
 		t.Fatalf("end %v after %d actions, want the goal after 7", c.EndReason(), c.Len())
 	}
+
+	// With NoRevisit the successors the traces were made from decide what
+	// is masked: back to the start is refused, onwards allowed.
+	nr, err := New(idx, lex, Options{StopAtGoal: true, NoRevisit: true, Trace: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ = nr.Start()
+	if c, _, err = nr.AdvanceText(c, []byte("move a b => left: at c; on\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := nr.AdvanceText(c, []byte("move b a")); !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("back to the start with NoRevisit: error %v, want ErrNotAllowed", err)
+	}
+	if _, _, err := nr.AdvanceText(c, []byte("move b c => left: on\n")); err != nil {
+		t.Fatalf("onwards with NoRevisit: %v", err)
+	}
 }
