@@ -502,11 +502,10 @@ func (r *run) decode(ctx context.Context) error {
 		}
 		if r.opts.Constrained {
 			r.pending = append(r.pending, tok)
-			if !r.opts.FeedEachToken {
-				continue
-			}
-			if err := r.flush(ctx); err != nil {
-				return err
+			if r.opts.FeedEachToken {
+				if err := r.flush(ctx); err != nil {
+					return err
+				}
 			}
 			continue
 		}
