@@ -527,7 +527,8 @@ func TestStateFirstPrompt(t *testing.T) {
 		t.Errorf("upper-goal prompt %q", up)
 	}
 	for _, kind := range []string{"", PromptCompact, PromptCompactStateFirst, PromptCompact + PromptUpperGoal, PromptCompactStateFirst + PromptUpperGoal,
-		PromptCompact + PromptGoalTrace, PromptCompactStateFirst + PromptUpperGoal + PromptGoalTrace} {
+		PromptCompact + PromptGoalTrace, PromptCompactStateFirst + PromptUpperGoal + PromptGoalTrace,
+		PromptCompact + PromptGoalTraceAll, PromptCompactStateFirst + PromptUpperGoal + PromptGoalTraceAll} {
 		if got := (PromptOptions{}).WithKind(kind).Kind(); got != kind {
 			t.Errorf("WithKind(%q).Kind() = %q", kind, got)
 		}
@@ -541,15 +542,17 @@ func TestStateFirstPrompt(t *testing.T) {
 // prompt, in capitals where the goal is, and its facts are the goal's as
 // the prompt writes them.
 func TestPromptTrace(t *testing.T) {
-	var lex *lexicon.Bound
+	var lex, alts *lexicon.Bound // a PlanBench task, a task whose goal has alternatives
 	for _, tt := range datasetTasks(t, 40) {
-		if strings.HasPrefix(tt.Name, "planbench/") {
+		if lex == nil && strings.HasPrefix(tt.Name, "planbench/") {
 			lex = tt.Lex
-			break
+		}
+		if alts == nil && len(tt.Task().Goal) > 1 {
+			alts = tt.Lex
 		}
 	}
-	if lex == nil {
-		t.Fatal("no PlanBench task")
+	if lex == nil || alts == nil {
+		t.Fatal("no PlanBench task, or no goal with alternatives")
 	}
 	kind := PromptCompactStateFirst + PromptUpperGoal + PromptGoalTrace
 	tr := PromptOptions{}.WithKind(kind).Trace(lex)
@@ -567,6 +570,18 @@ func TestPromptTrace(t *testing.T) {
 		if !strings.Contains(prompt, "- "+f+"\n") {
 			t.Errorf("trace fact %q is not a goal line of the prompt", f)
 		}
+	}
+	// Every task is traced with -goal-trace-all, a goal of one conjunction
+	// as with -goal-trace.
+	all := PromptOptions{}.WithKind(PromptCompactStateFirst + PromptUpperGoal + PromptGoalTraceAll)
+	if got := all.Trace(lex)(lex.Task().Init); got != tr(lex.Task().Init) {
+		t.Errorf("-goal-trace-all on one conjunction: %q, want -goal-trace's %q", got, tr(lex.Task().Init))
+	}
+	if PromptOptions.WithKind(PromptOptions{}, kind).Trace(alts) != nil {
+		t.Error("-goal-trace traces a goal with alternatives")
+	}
+	if tra := all.Trace(alts); tra == nil || !strings.HasPrefix(tra(alts.Task().Init), "left: ") {
+		t.Error("-goal-trace-all: no trace for a goal with alternatives")
 	}
 	for name, o := range map[string]PromptOptions{
 		"no goal trace": PromptOptions{}.WithKind(PromptCompactStateFirst + PromptUpperGoal),

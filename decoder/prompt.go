@@ -71,6 +71,10 @@ type PromptOptions struct {
 	// through its own actions. Tasks whose goal is not one conjunction
 	// (most of ALFWorld's, whose goals have alternatives) have no trace.
 	GoalTrace bool
+	// GoalTraceAll, with GoalTrace, traces every task: the facts left of
+	// the goal's nearest alternatives, merged (constraint.NearestGoalTrace;
+	// the same text as GoalTrace's for a goal of one conjunction).
+	GoalTraceAll bool
 }
 
 // PromptCompact is the models.Info.Prompt of a model trained on the
@@ -94,13 +98,22 @@ const PromptUpperGoal = "-upper-goal"
 // "compact-state-first-upper-goal-goal-trace".
 const PromptGoalTrace = "-goal-trace"
 
+// PromptGoalTraceAll is the suffix of the models.Info.Prompt of a model
+// trained with the goal trace on every task (PromptOptions.GoalTraceAll),
+// in place of PromptGoalTrace, e.g.
+// "compact-state-first-upper-goal-goal-trace-all".
+const PromptGoalTraceAll = "-goal-trace-all"
+
 // Trace returns the constraint.Options.Trace of a plan for lex's task
 // under these options: constraint.GoalTrace (in capitals with UpperGoal,
 // as the prompt writes its goal) when the prompt is Compact with
-// GoalTrace, else nil.
+// GoalTrace, constraint.NearestGoalTrace with GoalTraceAll too, else nil.
 func (o PromptOptions) Trace(lex *lexicon.Bound) func(pddl.State) string {
 	if !o.Compact || !o.GoalTrace {
 		return nil
+	}
+	if o.GoalTraceAll {
+		return constraint.NearestGoalTrace(lex, o.UpperGoal)
 	}
 	return constraint.GoalTrace(lex, o.UpperGoal)
 }
@@ -108,7 +121,8 @@ func (o PromptOptions) Trace(lex *lexicon.Bound) func(pddl.State) string {
 // Kind returns the models.Info.Prompt value of a model trained on the
 // prompts o builds: PromptCompact or PromptCompactStateFirst, with
 // PromptUpperGoal appended for UpperGoal and then PromptGoalTrace for
-// GoalTrace, or "" for the full prompt.
+// GoalTrace (PromptGoalTraceAll with GoalTraceAll), or "" for the full
+// prompt.
 func (o PromptOptions) Kind() string {
 	if !o.Compact {
 		return ""
@@ -120,22 +134,30 @@ func (o PromptOptions) Kind() string {
 	if o.UpperGoal {
 		kind += PromptUpperGoal
 	}
-	if o.GoalTrace {
+	if o.GoalTrace && o.GoalTraceAll {
+		kind += PromptGoalTraceAll
+	} else if o.GoalTrace {
 		kind += PromptGoalTrace
 	}
 	return kind
 }
 
 // WithKind returns o set up for a model whose models.Info.Prompt is kind
-// (a Kind value): Compact, StateFirst, UpperGoal and GoalTrace as the kind says (the
-// full prompt for any other value, as for models not trained by nesy).
+// (a Kind value): Compact, StateFirst, UpperGoal, GoalTrace and
+// GoalTraceAll as the kind says (the full prompt for any other value, as
+// for models not trained by nesy).
 func (o PromptOptions) WithKind(kind string) PromptOptions {
-	base, trace := strings.CutSuffix(kind, PromptGoalTrace)
+	base, all := strings.CutSuffix(kind, PromptGoalTraceAll)
+	trace := all
+	if !all {
+		base, trace = strings.CutSuffix(base, PromptGoalTrace)
+	}
 	base, upper := strings.CutSuffix(base, PromptUpperGoal)
 	o.Compact = base == PromptCompact || base == PromptCompactStateFirst
 	o.StateFirst = base == PromptCompactStateFirst
 	o.UpperGoal = o.Compact && upper
 	o.GoalTrace = o.Compact && trace
+	o.GoalTraceAll = o.GoalTrace && all
 	return o
 }
 

@@ -100,6 +100,9 @@ type RunOptions struct {
 	// GoalTrace trains with the goal trace after every action of a task
 	// whose goal is one conjunction (decoder.PromptOptions.GoalTrace).
 	GoalTrace bool
+	// GoalTraceAll, with GoalTrace, traces every task: the facts left of
+	// the goal's nearest alternatives (decoder.PromptOptions.GoalTraceAll).
+	GoalTraceAll bool
 	// BLASCore, with Train.BLAS BLASOpenBLAS, names the kernels OpenBLAS
 	// runs (its OPENBLAS_CORETYPE, e.g. "Haswell"), set before OpenBLAS
 	// loads, instead of those it picks for the CPU: the kernels decide the
@@ -229,7 +232,7 @@ func loadDemos(ctx context.Context, o RunOptions, src Sources, prompt decoder.Pr
 // prompt returns the compact prompt the options train on (the goal in
 // words is filled in per task).
 func (o RunOptions) prompt() decoder.PromptOptions {
-	return decoder.PromptOptions{Compact: true, StateFirst: o.StateFirst, UpperGoal: o.UpperGoal, GoalTrace: o.GoalTrace}
+	return decoder.PromptOptions{Compact: true, StateFirst: o.StateFirst, UpperGoal: o.UpperGoal, GoalTrace: o.GoalTrace, GoalTraceAll: o.GoalTrace && o.GoalTraceAll}
 }
 
 // sources opens the suites the options name, for making and reopening
@@ -436,9 +439,12 @@ type daggerCache struct {
 	OptimalBlocksworld bool `json:",omitempty"`
 	// GoalTrace: the demonstrations' actions carry the goal trace.
 	GoalTrace bool `json:",omitempty"`
-	Rollouts  int
-	Solved    int
-	Demos     []Demo
+	// GoalTraceAll: every task's actions carry it (the nearest
+	// alternatives' facts).
+	GoalTraceAll bool `json:",omitempty"`
+	Rollouts     int
+	Solved       int
+	Demos        []Demo
 }
 
 // DAggerFile is the file in RunOptions.Out that holds the DAgger
@@ -470,7 +476,7 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	path := filepath.Join(o.Out, DAggerFile(policy, o.DAggerNoRevisit, o.OptimalBlocksworld))
 	if b, err := os.ReadFile(path); err == nil {
 		var c daggerCache
-		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit && c.OptimalBlocksworld == o.OptimalBlocksworld && c.GoalTrace == o.GoalTrace {
+		if json.Unmarshal(b, &c) == nil && c.Policy == policy && c.Tasks == o.DAggerTasks && c.Points == o.DAggerPoints && c.NoRevisit == o.DAggerNoRevisit && c.OptimalBlocksworld == o.OptimalBlocksworld && c.GoalTrace == o.GoalTrace && c.GoalTraceAll == (o.GoalTrace && o.GoalTraceAll) {
 			logf("DAgger: %d demonstrations read from %s", len(c.Demos), path)
 			return c.Demos, nil
 		}
@@ -507,7 +513,7 @@ func loadDAgger(ctx context.Context, o RunOptions, policyPath string, src Source
 	}
 	logf("DAgger: %s rolled out on %d training tasks (%d engines): %d reached the goal; %d demonstrations from the states of the others (%.1f s)",
 		policyPath, len(tasks), len(lms), solved, len(dd), time.Since(start).Seconds())
-	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld, GoalTrace: o.GoalTrace, Rollouts: len(tasks), Solved: solved, Demos: dd})
+	b, err := json.Marshal(daggerCache{Policy: policy, Tasks: o.DAggerTasks, Points: o.DAggerPoints, NoRevisit: o.DAggerNoRevisit, OptimalBlocksworld: o.OptimalBlocksworld, GoalTrace: o.GoalTrace, GoalTraceAll: o.GoalTrace && o.GoalTraceAll, Rollouts: len(tasks), Solved: solved, Demos: dd})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}

@@ -100,6 +100,9 @@ the policy at once, one thread each, gathered in task order).`,
 			if pack > 1 && !o.StateFirst {
 				return errors.New("train: --pack needs --state-first: the compact prompt's goal comes before the state, so no two goals share their prompt's tokens")
 			}
+			if o.GoalTraceAll && !o.GoalTrace {
+				return errors.New("train: --goal-trace-all needs --goal-trace: it widens the goal trace to every task")
+			}
 			errw := cmd.ErrOrStderr()
 			o.Log = func(format string, a ...any) { fmt.Fprintf(errw, "nesy train: "+format+"\n", a...) }
 			bar := newTrainBar(errw, steps, quiet)
@@ -157,6 +160,7 @@ the policy at once, one thread each, gathered in task order).`,
 	f.BoolVar(&o.StateFirst, "state-first", false, "train on the compact prompt with the state before the goal (no goal line first), so that the goals of one scene share the state's tokens (the GGUF says general.nesy.prompt = compact-state-first)")
 	f.BoolVar(&o.UpperGoal, "upper-goal", false, "write the prompt's goal in capitals, so that its words are tokens of their own, never the state's or the plan's (the GGUF's general.nesy.prompt ends in -upper-goal)")
 	f.BoolVar(&o.GoalTrace, "goal-trace", false, "with a compact prompt: after every action the constraint writes, on its line, the goal's facts still to reach (\" => left: FACT; FACT\", forced tokens; tasks whose goal is one conjunction of facts: Blocksworld's, VirtualHome's, some of ALFWorld's), and the prior is trained on such plans (the GGUF's general.nesy.prompt ends in -goal-trace)")
+	f.BoolVar(&o.GoalTraceAll, "goal-trace-all", false, "with --goal-trace: trace every task, also those whose goal has alternatives (most of ALFWorld's): the facts left of the goal's nearest alternatives, merged word by word with \"?\" where they disagree (\" => left: KETTLE ? IS IN/ON CABINET ?; KETTLE ? IS CLEAN\"; the prompt kind ends in -goal-trace-all)")
 	f.IntVar(&pack, "pack", 0, "with --state-first, pack up to N demonstrations of one scene into one training sequence on a single copy of their shared state (each sees the state and its own tokens only; its loss and gradient are those it has alone); a step's --batch then counts sequences")
 	f.Float64Var(&graphGiB, "graph-memory", 5, "GiB of training graphs kept between examples (one per 128-position length bucket, estimated from their tensors): the least recently used are rebuilt when needed instead; the weights are the same bits for any value (0: keep every graph)")
 	f.IntVar(&seq, "seq", 0, "positions of a training sequence (0: the longest demonstration's, with --pack at least 1024)")

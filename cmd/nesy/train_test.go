@@ -114,35 +114,58 @@ func TestTrainCLIStateFirstPack(t *testing.T) {
 	}
 }
 
-// TestTrainCLIGoalTrace trains a tiny prior with --goal-trace: the GGUF
-// says so, and nesy plan then writes (the constraint forcing it) the goal
-// trace after every action of a Blocksworld plan, whose actions alone make
-// the plan it reports and validates.
+// TestTrainCLIGoalTrace trains tiny priors with --goal-trace and with
+// --goal-trace-all: the GGUF says which, and nesy plan then writes (the
+// constraint forcing it) the goal trace after every action of a
+// Blocksworld plan, whose actions alone make the plan it reports and
+// validates; with --goal-trace-all also after every action of an ALFWorld
+// plan whose goal has alternatives. --goal-trace-all alone is refused.
 func TestTrainCLIGoalTrace(t *testing.T) {
 	ds := testenv.Datasets(t)
-	dir := t.TempDir()
-	out, err := runTrainCLI("train", "--out", dir, "--datasets", ds, "--limit", "2", "--goals", "0", "--blocksworld", "4", "--state-first", "--upper-goal", "--goal-trace",
-		"--masked", "--steps", "2", "--batch", "2", "--eval-every", "2", "--layers", "1", "--dim", "16", "--heads", "2", "--ffn", "16", "--merges", "200", "--quiet")
-	if err != nil {
-		t.Fatalf("nesy train --goal-trace: %v\n%s", err, out)
-	}
-	if strings.Contains(out, "left unconstrained: their tokens leave it") && !strings.Contains(out, "(0 left unconstrained") {
-		t.Fatalf("traced demonstrations leave the constraint:\n%s", out)
-	}
-	path := filepath.Join(dir, train.ModelFile)
-	kind := promptKind(t, path)
-	if want := decoder.PromptCompactStateFirst + decoder.PromptUpperGoal + decoder.PromptGoalTrace; kind != want {
-		t.Fatalf("the GGUF's prompt is %q, want %q", kind, want)
+	games, _ := filepath.Glob(filepath.Join(ds, "alfworld/valid_unseen/look_at*/*/game.tw-pddl"))
+	if len(games) == 0 {
+		t.Fatal("no ALFWorld look-at games")
 	}
 	bw := filepath.Join(ds, "planbench-blocksworld")
-	out, stderr, code := runPlanCLI(t, "plan", "--model", path, "--method", "cgreedy", "--domain", filepath.Join(bw, "domain.pddl"),
-		"--problem", filepath.Join(bw, "instances", "instance-1.pddl"), "--max-actions", "4", "--threads", "1", "--json")
-	if code == 2 || !strings.Contains(out, `"valid":true`) {
-		t.Fatalf("nesy plan with a goal-traced prior: exit %d\n%s\n%s", code, out, stderr)
+	for _, tc := range []struct {
+		flags []string
+		kind  string
+		alfw  bool // an ALFWorld plan is traced
+	}{
+		{[]string{"--goal-trace"}, decoder.PromptCompactStateFirst + decoder.PromptUpperGoal + decoder.PromptGoalTrace, false},
+		{[]string{"--goal-trace", "--goal-trace-all"}, decoder.PromptCompactStateFirst + decoder.PromptUpperGoal + decoder.PromptGoalTraceAll, true},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"train", "--out", dir, "--datasets", ds, "--limit", "2", "--goals", "0", "--blocksworld", "4", "--state-first", "--upper-goal"}, tc.flags...)
+		out, err := runTrainCLI(append(args, "--masked", "--steps", "2", "--batch", "2", "--eval-every", "2", "--layers", "1", "--dim", "16", "--heads", "2", "--ffn", "16", "--merges", "200", "--quiet")...)
+		if err != nil {
+			t.Fatalf("nesy train %v: %v\n%s", tc.flags, err, out)
+		}
+		if strings.Contains(out, "left unconstrained: their tokens leave it") && !strings.Contains(out, "(0 left unconstrained") {
+			t.Fatalf("%v: traced demonstrations leave the constraint:\n%s", tc.flags, out)
+		}
+		path := filepath.Join(dir, train.ModelFile)
+		if kind := promptKind(t, path); kind != tc.kind {
+			t.Fatalf("%v: the GGUF's prompt is %q, want %q", tc.flags, kind, tc.kind)
+		}
+		plans := [][]string{{"--domain", filepath.Join(bw, "domain.pddl"), "--problem", filepath.Join(bw, "instances", "instance-1.pddl")}}
+		if tc.alfw {
+			plans = append(plans, []string{"--problem", games[0]})
+		}
+		for _, task := range plans {
+			args := append(append([]string{"plan", "--model", path, "--method", "cgreedy", "--end", "goal"}, task...), "--max-actions", "4", "--threads", "1", "--json")
+			out, stderr, code := runPlanCLI(t, args...)
+			if code == 2 || !strings.Contains(out, `"valid":true`) {
+				t.Fatalf("nesy plan %v with a prior of %v: exit %d\n%s\n%s", task, tc.flags, code, out, stderr)
+			}
+			var res struct{ Text string }
+			if err := json.Unmarshal([]byte(out), &res); err != nil || !strings.Contains(res.Text, " => left: ") {
+				t.Fatalf("%v, %v: no goal trace in the plan's text (%v):\n%s", tc.flags, task, err, out)
+			}
+		}
 	}
-	var res struct{ Text string }
-	if err := json.Unmarshal([]byte(out), &res); err != nil || !strings.Contains(res.Text, " => left: ") {
-		t.Fatalf("no goal trace in the plan's text (%v):\n%s", err, out)
+	if out, err := runTrainCLI("train", "--out", t.TempDir(), "--datasets", ds, "--state-first", "--goal-trace-all"); err == nil || !strings.Contains(err.Error(), "--goal-trace-all needs --goal-trace") {
+		t.Fatalf("--goal-trace-all alone: error %v, want it refused\n%s", err, out)
 	}
 }
 
