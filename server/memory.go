@@ -1,6 +1,9 @@
 package server
 
-import "github.com/nesy-dev/nesy/mcts"
+import (
+	"github.com/nesy-dev/nesy/internal/sysmem"
+	"github.com/nesy-dev/nesy/mcts"
+)
 
 // The per-request memory budget (Options.RequestMemory) is spent on the
 // task and on the search. These are the costs it is counted in; the tests
@@ -24,7 +27,7 @@ const (
 // machine's physical memory shared by maxConcurrent running requests (1 GiB
 // of 8 GiB assumed where the memory cannot be read).
 func DefaultRequestMemory(maxConcurrent int) int64 {
-	total := totalMemory()
+	total := sysmem.Total()
 	if total <= 0 {
 		total = fallbackMemory
 	}

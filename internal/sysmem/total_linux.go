@@ -1,9 +1,9 @@
-package server
+package sysmem
 
 import "golang.org/x/sys/unix"
 
-// totalMemory is the machine's physical memory in bytes (0 if unknown).
-func totalMemory() int64 {
+// Total is the machine's physical memory in bytes (0 if unknown).
+func Total() int64 {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return 0
