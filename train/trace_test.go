@@ -2,12 +2,14 @@ package train
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
+	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/models"
 )
 
@@ -86,5 +88,48 @@ func TestGoalTraceDemos(t *testing.T) {
 	}
 	if left, err := ConstrainedSets(ctx, lp, src, demos, ex); err != nil || left != len(demos) {
 		t.Fatalf("a model without the trace: %d of %d traced examples left the constraint, %v", left, len(demos), err)
+	}
+}
+
+// TestGoalTraceAllDemos: with GoalTraceAll every action of an ALFWorld
+// demonstration carries a trace, the last one "left: none", also where the
+// goal has alternatives, which GoalTrace alone leaves untraced (the
+// first games of the training split include such goals).
+func TestGoalTraceAllDemos(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(testenv.Datasets(t), "alfworld", "valid_train")
+	prompt := decoder.PromptOptions{Compact: true, StateFirst: true, UpperGoal: true, GoalTrace: true}
+	conj, _, err := ALFWorldDemos(ctx, dir, DemoOptions{Prompt: prompt, Limit: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt.GoalTraceAll = true
+	all, _, err := ALFWorldDemos(ctx, dir, DemoOptions{Prompt: prompt, Limit: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(conj) || len(all) == 0 {
+		t.Fatalf("%d demonstrations with GoalTraceAll, %d without", len(all), len(conj))
+	}
+	untraced := 0
+	for i, d := range all {
+		if !strings.Contains(conj[i].Plan[0], constraint.TraceSep) {
+			untraced++
+		}
+		for j, l := range d.Plan {
+			text, tr, ok := strings.Cut(l, constraint.TraceSep)
+			if !ok || text == "" || !strings.HasPrefix(tr, "left: ") {
+				t.Fatalf("%s: action %d %q has no goal trace", d.ID, j, l)
+			}
+			if plain, _, _ := strings.Cut(conj[i].Plan[j], constraint.TraceSep); plain != text {
+				t.Fatalf("%s: action %d %q, without GoalTraceAll %q: the trace changed the plan", d.ID, j, text, plain)
+			}
+		}
+		if last := d.Plan[len(d.Plan)-1]; !strings.HasSuffix(last, "left: none") {
+			t.Fatalf("%s: the last action %q does not reach the goal's trace", d.ID, last)
+		}
+	}
+	if untraced == 0 {
+		t.Fatal("every demonstration is traced without GoalTraceAll: no goal with alternatives was tried")
 	}
 }
