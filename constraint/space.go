@@ -138,42 +138,10 @@ const TraceSep = " => "
 // lexicon's fact sentences, capitalised when upper (as the prompt writes
 // an upper-case goal); nil when the goal is not one conjunction.
 func GoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
-	task := lex.Task()
-	if len(task.Goal) != 1 {
+	if len(lex.Task().Goal) != 1 {
 		return nil
 	}
-	conj := task.Goal[0]
-	// The goal's sentences, once: a trace is made for every applicable
-	// action of every state.
-	text := func(facts []int, prefix string) []string {
-		out := make([]string, len(facts))
-		for i, f := range facts {
-			out[i] = lex.FactText(task.Facts[f])
-			if upper {
-				out[i] = strings.ToUpper(out[i])
-			}
-			out[i] = prefix + out[i]
-		}
-		return out
-	}
-	pos, neg := text(conj.Pos, ""), text(conj.Neg, "not: ")
-	return func(s pddl.State) string {
-		var left []string
-		for i, f := range conj.Pos {
-			if !s.Has(f) {
-				left = append(left, pos[i])
-			}
-		}
-		for i, f := range conj.Neg {
-			if s.Has(f) {
-				left = append(left, neg[i])
-			}
-		}
-		if len(left) == 0 {
-			return "left: none"
-		}
-		return "left: " + strings.Join(left, "; ")
-	}
+	return NearestGoalTrace(lex, upper)
 }
 
 // trace returns what the model writes after an action's text that leads
