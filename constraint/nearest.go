@@ -30,39 +30,39 @@ func NearestGoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
 	if len(task.Goal) == 0 {
 		return nil
 	}
-	// The words of every fact's sentence, once: a trace is made for every
-	// applicable action of every state.
-	words := map[int][]string{}    // positive facts
-	notWords := map[int][]string{} // negated facts, with their "not:" prefix
-	sentence := func(f int, prefix string) []string {
+	// Every goal fact's sentence and its words, once: a trace is made for
+	// every applicable action of every state.
+	pos, neg := map[int]*goalFact{}, map[int]*goalFact{}
+	sentence := func(f int, prefix string) *goalFact {
 		s := lex.FactText(task.Facts[f])
 		if upper {
 			s = strings.ToUpper(s)
 		}
-		return strings.Split(prefix+s, " ")
+		s = prefix + s
+		return &goalFact{text: s, words: strings.Split(s, " ")}
 	}
 	for _, c := range task.Goal {
 		for _, f := range c.Pos {
-			if _, ok := words[f]; !ok {
-				words[f] = sentence(f, "")
+			if pos[f] == nil {
+				pos[f] = sentence(f, "")
 			}
 		}
 		for _, f := range c.Neg {
-			if _, ok := notWords[f]; !ok {
-				notWords[f] = sentence(f, "not: ")
+			if neg[f] == nil {
+				neg[f] = sentence(f, "not: ")
 			}
 		}
 	}
-	// left appends the words of c's facts not reached in s to dst.
-	left := func(dst [][]string, c pddl.Conj, s pddl.State) [][]string {
+	// left appends c's facts not reached in s to dst.
+	left := func(dst []*goalFact, c pddl.Conj, s pddl.State) []*goalFact {
 		for _, f := range c.Pos {
 			if !s.Has(f) {
-				dst = append(dst, words[f])
+				dst = append(dst, pos[f])
 			}
 		}
 		for _, f := range c.Neg {
 			if s.Has(f) {
-				dst = append(dst, notWords[f])
+				dst = append(dst, neg[f])
 			}
 		}
 		return dst
@@ -82,81 +82,92 @@ func NearestGoalTrace(lex *lexicon.Bound, upper bool) func(pddl.State) string {
 		return n
 	}
 	return func(s pddl.State) string {
-		best, nearest := -1, []int(nil)
+		best, first, ties := -1, 0, 0
 		for i, c := range task.Goal {
 			switch n := count(c, s); {
 			case best < 0 || n < best:
-				best, nearest = n, append(nearest[:0], i)
+				best, first, ties = n, i, 1
 			case n == best:
-				nearest = append(nearest, i)
+				ties++
 			}
 		}
 		if best == 0 {
 			return "left: none"
 		}
-		merged := left(nil, task.Goal[nearest[0]], s)
-		if len(nearest) > 1 {
-			merged = mergeWords(merged, nearest[1:], func(i int, dst [][]string) [][]string { return left(dst, task.Goal[i], s) })
+		facts := left(nil, task.Goal[first], s)
+		var wild [][]bool // wild[j][k]: the nearest disjuncts disagree on word k of fact j
+		if ties > 1 {
+			var others []pddl.Conj
+			for _, c := range task.Goal[first+1:] {
+				if count(c, s) == best {
+					others = append(others, c)
+				}
+			}
+			wild = wildWords(facts, others, func(dst []*goalFact, c pddl.Conj) []*goalFact { return left(dst, c, s) })
 		}
 		var b strings.Builder
 		b.WriteString("left: ")
-		for i, fact := range merged {
-			if i > 0 {
+		for j, f := range facts {
+			if j > 0 {
 				b.WriteString("; ")
 			}
-			b.WriteString(strings.Join(fact, " "))
+			if wild == nil || wild[j] == nil {
+				b.WriteString(f.text)
+				continue
+			}
+			for k, w := range f.words {
+				if k > 0 {
+					b.WriteByte(' ')
+				}
+				if wild[j][k] {
+					w = TraceWildcard
+				}
+				b.WriteString(w)
+			}
 		}
 		return b.String()
 	}
 }
 
-// mergeWords merges the facts left of the disjuncts others (leftOf
-// appends them) into first's, word by word, a word any of them disagrees
-// on becoming TraceWildcard; first itself when any of them differs in
-// shape (another number of facts, or of words in a fact). first's word
-// slices are never written: a fact with a wildcard is a new slice.
-func mergeWords(first [][]string, others []int, leftOf func(int, [][]string) [][]string) [][]string {
-	var wild [][]bool // wild[j][k]: word k of fact j differs somewhere
-	var buf [][]string
-	for _, i := range others {
-		buf = leftOf(i, buf[:0])
+// goalFact is a goal fact's sentence in a trace, whole and in words.
+type goalFact struct {
+	text  string
+	words []string
+}
+
+// wildWords compares the facts left of the disjuncts others (leftOf
+// appends them) with first's, word by word: the result marks the words
+// any of them disagrees on (nil where none does). It is nil too, so that
+// first is written as it is, when any of them differs in shape (another
+// number of facts, or of words in a fact).
+func wildWords(first []*goalFact, others []pddl.Conj, leftOf func([]*goalFact, pddl.Conj) []*goalFact) [][]bool {
+	var wild [][]bool
+	var buf []*goalFact
+	for _, c := range others {
+		buf = leftOf(buf[:0], c)
 		if len(buf) != len(first) {
-			return first
+			return nil
 		}
-		for j, fact := range buf {
-			if len(fact) != len(first[j]) {
-				return first
+		for j, f := range buf {
+			if len(f.words) != len(first[j].words) {
+				return nil
 			}
-			for k, w := range fact {
-				if w == first[j][k] {
+			if f == first[j] {
+				continue
+			}
+			for k, w := range f.words {
+				if w == first[j].words[k] {
 					continue
 				}
 				if wild == nil {
 					wild = make([][]bool, len(first))
 				}
 				if wild[j] == nil {
-					wild[j] = make([]bool, len(first[j]))
+					wild[j] = make([]bool, len(first[j].words))
 				}
 				wild[j][k] = true
 			}
 		}
 	}
-	if wild == nil {
-		return first
-	}
-	out := make([][]string, len(first))
-	for j, fact := range first {
-		if wild[j] == nil {
-			out[j] = fact
-			continue
-		}
-		out[j] = make([]string, len(fact))
-		for k, w := range fact {
-			if wild[j][k] {
-				w = TraceWildcard
-			}
-			out[j][k] = w
-		}
-	}
-	return out
+	return wild
 }
