@@ -645,6 +645,11 @@ func (c Cursor) EndReason() EndReason { return c.end }
 // end here.
 func (c Cursor) DeadEnd() bool { return c.end == DeadEnd }
 
+// TrieAction returns the action (its id in the task) of action i of c's
+// trie (Trie().Action(i) is its text, which carries the Trace when the
+// Space writes one, so it is not the lexicon's text of the action).
+func (c Cursor) TrieAction(i int) int { return c.st.actions[i] }
+
 // NumApplicable returns the number of distinct action texts applicable in
 // the cursor's state.
 func (c Cursor) NumApplicable() int { return len(c.st.actions) }

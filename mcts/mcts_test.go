@@ -150,6 +150,18 @@ func checkResult(t testing.TB, st setup, res *Result) {
 	for _, x := range res.Texts {
 		want += x + "\n"
 	}
+	if st.sp.Options().Trace != nil {
+		// Each line carries the trace the constraint forced after the
+		// action's text; the action is what comes before it.
+		var lines []string
+		for _, l := range strings.SplitAfter(text, "\n") {
+			if a, _, ok := strings.Cut(l, constraint.TraceSep); ok {
+				l = a + "\n"
+			}
+			lines = append(lines, l)
+		}
+		text = strings.Join(lines, "")
+	}
 	if text != want {
 		t.Errorf("tokens spell %q, plan is %q", text, want)
 	}
@@ -199,6 +211,44 @@ func TestSearchReachesGoal(t *testing.T) {
 			}
 			if res.Stats.FirstGoal <= 0 || res.Stats.FirstGoal > res.Stats.Elapsed {
 				t.Errorf("first goal at %v of %v", res.Stats.FirstGoal, res.Stats.Elapsed)
+			}
+		})
+	}
+}
+
+// TestSearchWithTrace: with a goal trace after every action (the prompt of
+// a prior trained with --goal-trace), the trie's action texts carry the
+// trace, and the search must still value partial actions by the actions
+// they can complete (it once looked those texts up in the lexicon, found
+// none, valued every child of the root a dead end and stopped exhausted).
+func TestSearchWithTrace(t *testing.T) {
+	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"ff", Options{}},
+		{"ff/batch1", Options{Batch: 1}},
+		{"ff/helpful", Options{Helpful: 0.5}},
+		{"goalcount", Options{Heuristic: "goalcount"}},
+		{"blind/rollout", Options{Heuristic: "blind", Rollout: 2}},
+		{"ff/no-collapse", Options{NoCollapse: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lex := inlineTask(t, bwReverse)
+			st := newSetup(t, lm, idx, lex, constraint.Options{Trace: constraint.GoalTrace(lex, false)})
+			tt.opts.Simulations = 3000
+			res := st.search(t, tt.opts)
+			if !res.GoalReached || res.Stop != StopGoal {
+				t.Fatalf("no plan within %d simulations: stop %s, best %v", res.Stats.Simulations, res.Stop, res.Texts)
+			}
+			text, err := lm.Detokenize(res.Tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(text, constraint.TraceSep+"left: "); n != len(res.Plan) {
+				t.Errorf("%d traced lines for %d actions:\n%s", n, len(res.Plan), text)
 			}
 		})
 	}

@@ -117,7 +117,7 @@ type searcher struct {
 	// ff gives helpful actions (nil when Options.Helpful is off); hcache2
 	// caches them by state.
 	ff      *heuristic.FF
-	hcache2 map[string]map[string]bool
+	hcache2 map[string]map[int]bool
 	actBuf  []int
 	set     trie.Set
 	weights []float64 // rolloutToken's sampling weights
@@ -190,7 +190,7 @@ func searchTree(ctx context.Context, lm models.LM, sp *constraint.Space, prompt 
 			ff = h.(*heuristic.FF)
 		}
 		s.ff = ff
-		s.hcache2 = make(map[string]map[string]bool)
+		s.hcache2 = make(map[string]map[int]bool)
 	}
 	if m := sp.Options().MaxActions; m > 0 && m < s.maxActs {
 		s.maxActs = m

@@ -82,13 +82,11 @@ func (s *searcher) hmin(c constraint.Cursor, m *mask) float64 {
 	best := math.Inf(1)
 	s.idxBuf = at.Consistent(c.Node(), s.idxBuf[:0])
 	for _, i := range s.idxBuf {
-		text := at.Action(int(i))
-		a, ok := s.sp.Lexicon().Lookup(st, text)
-		if !ok {
-			continue
-		}
+		// By the cursor's action id, not by looking the trie's text up in
+		// the lexicon: with a Trace the text carries it.
+		a := c.TrieAction(int(i))
 		h := s.h(s.task.Apply(st, a))
-		if helpful[text] {
+		if helpful[a] {
 			h -= s.opts.Helpful
 		}
 		best = min(best, h)
@@ -97,9 +95,9 @@ func (s *searcher) hmin(c constraint.Cursor, m *mask) float64 {
 	return best
 }
 
-// helpful returns the texts of FF's helpful actions in st (the applicable
-// actions of its relaxed plan), cached by state; nil when the bonus is off.
-func (s *searcher) helpful(st pddl.State) map[string]bool {
+// helpful returns FF's helpful actions in st (the applicable actions of
+// its relaxed plan), cached by state; nil when the bonus is off.
+func (s *searcher) helpful(st pddl.State) map[int]bool {
 	if s.ff == nil {
 		return nil
 	}
@@ -108,9 +106,9 @@ func (s *searcher) helpful(st pddl.State) map[string]bool {
 		return m
 	}
 	s.actBuf = s.ff.Helpful(st, s.actBuf[:0])
-	m := make(map[string]bool, len(s.actBuf))
+	m := make(map[int]bool, len(s.actBuf))
 	for _, a := range s.actBuf {
-		m[s.sp.ActionText(a)] = true
+		m[a] = true
 	}
 	s.hcache2[k] = m
 	return m
