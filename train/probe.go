@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/models"
 )
@@ -50,10 +51,18 @@ func ProbeGoal(ctx context.Context, lm models.LM, demos []Demo) (GoalProbe, erro
 		if d.Env != "" || len(d.Messages) != 1 || len(d.Prefix) > 0 {
 			continue
 		}
-		k, typ, place := -1, "", ""
+		// A prior trained with the goal trace reads " => left: ..." after
+		// each action (forced tokens): the take is the text before it, and
+		// the line a candidate is scored by ends at the place, where the
+		// trace would begin, instead of at the newline.
+		k, typ, place, end := -1, "", "", "\n"
 		for i, a := range d.Plan {
-			if m := probeTake.FindStringSubmatch(a); m != nil {
+			act, _, traced := strings.Cut(a, constraint.TraceSep)
+			if m := probeTake.FindStringSubmatch(act); m != nil {
 				k, typ, place = i, m[1], m[2]
+				if traced {
+					end = ""
+				}
 				break
 			}
 		}
@@ -84,19 +93,19 @@ func ProbeGoal(ctx context.Context, lm models.LM, demos []Demo) (GoalProbe, erro
 				break
 			}
 		}
-		choose := func(content string) (string, error) {
+		choose := func(content string, plan []string) (string, error) {
 			p, err := decoder.RenderPrompt(lm, []models.Message{{Role: "user", Content: content}}, false)
 			if err != nil {
 				return "", err
 			}
-			prefix := p.Text + d.PrefixText() + lines(d.Plan[:k])
+			prefix := p.Text + d.PrefixText() + lines(plan)
 			base, err := lm.Tokenize(prefix, true)
 			if err != nil {
 				return "", err
 			}
 			best, bestScore := "", math.Inf(-1)
 			for _, o := range objs {
-				s, err := lineScore(ctx, lm, base, prefix+"take "+o+" from "+place+"\n")
+				s, err := lineScore(ctx, lm, base, prefix+"take "+o+" from "+place+end)
 				if err != nil {
 					return "", err
 				}
@@ -106,12 +115,12 @@ func ProbeGoal(ctx context.Context, lm models.LM, demos []Demo) (GoalProbe, erro
 			}
 			return strings.Fields(best)[0], nil
 		}
-		got, err := choose(content)
+		got, err := choose(content, d.Plan[:k])
 		if err != nil {
 			return res, fmt.Errorf("train: probing %s: %w", d.ID, err)
 		}
 		swapped := swapGoalWord(content, typ, other)
-		gotSwapped, err := choose(swapped)
+		gotSwapped, err := choose(swapped, swapTraceWord(d.Plan[:k], typ, other))
 		if err != nil {
 			return res, fmt.Errorf("train: probing %s: %w", d.ID, err)
 		}
@@ -131,19 +140,43 @@ func ProbeGoal(ctx context.Context, lm models.LM, demos []Demo) (GoalProbe, erro
 // swapGoalWord replaces the word from by to in the "Goal:" lines of a
 // compact prompt, in capitals where the goal is (UpperGoal).
 func swapGoalWord(content, from, to string) string {
-	word := regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(from) + `\b`)
+	swap := wordSwapper(from, to)
 	ls := strings.Split(content, "\n")
 	for i, l := range ls {
 		if strings.HasPrefix(l, "Goal:") {
-			ls[i] = word.ReplaceAllStringFunc(l, func(m string) string {
-				if m != strings.ToLower(m) {
-					return strings.ToUpper(to)
-				}
-				return to
-			})
+			ls[i] = swap(l)
 		}
 	}
 	return strings.Join(ls, "\n")
+}
+
+// swapTraceWord replaces the word from by to in the goal traces of plan
+// lines (what follows constraint.TraceSep: the goal's facts still to
+// reach), so that a swapped goal's plan so far reads as that goal's would.
+func swapTraceWord(plan []string, from, to string) []string {
+	swap := wordSwapper(from, to)
+	out := make([]string, len(plan))
+	for i, l := range plan {
+		if act, tr, ok := strings.Cut(l, constraint.TraceSep); ok {
+			l = act + constraint.TraceSep + swap(tr)
+		}
+		out[i] = l
+	}
+	return out
+}
+
+// wordSwapper returns a function that replaces the whole word from (any
+// case) by to, in capitals where the word was not lower case.
+func wordSwapper(from, to string) func(string) string {
+	word := regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(from) + `\b`)
+	return func(l string) string {
+		return word.ReplaceAllStringFunc(l, func(m string) string {
+			if m != strings.ToLower(m) {
+				return strings.ToUpper(to)
+			}
+			return to
+		})
+	}
 }
 
 // lineScore is the log-probability lm gives the tokens of text after its

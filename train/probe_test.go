@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/nesy-dev/nesy/decoder"
@@ -23,6 +24,20 @@ func TestSwapGoalWord(t *testing.T) {
 		if got := swapGoalWord(tc.in, tc.from, tc.to); got != tc.want {
 			t.Errorf("swapGoalWord(%q, %q, %q) = %q, want %q", tc.in, tc.from, tc.to, got, tc.want)
 		}
+	}
+}
+
+// TestSwapTraceWord: only the trace after " => " changes, the action's
+// own text (the pen taken so far) stays.
+func TestSwapTraceWord(t *testing.T) {
+	in := []string{"go to desk 1", "take pen 1 from desk 1 => left: PEN ? IS IN/ON DRAWER ?", "open drawer 1 => left: PENCIL 1 IS IN/ON DRAWER ?"}
+	want := []string{"go to desk 1", "take pen 1 from desk 1 => left: BOOK ? IS IN/ON DRAWER ?", "open drawer 1 => left: PENCIL 1 IS IN/ON DRAWER ?"}
+	got := swapTraceWord(in, "pen", "book")
+	if !slices.Equal(got, want) {
+		t.Errorf("swapTraceWord = %q, want %q", got, want)
+	}
+	if in[1] != "take pen 1 from desk 1 => left: PEN ? IS IN/ON DRAWER ?" {
+		t.Errorf("input changed: %q", in[1])
 	}
 }
 
