@@ -79,12 +79,15 @@ func TestBenchFlagErrors(t *testing.T) {
 
 // TestBenchEndAtGoal: --end goal reaches the planner, is recorded in
 // run.json, and a resume with the other policy is refused with the folder
-// named. The task is one of ALFWorld's training games on which the shipped
-// prior, in two-phase mode, ends its plan (end-of-turn token) short of the
-// goal; with --end goal the plan must run on instead. (A new prior may not
-// end early there: the premise check below then says so. p29 ends early on
-// no training game from the true state, and on this one of the 200 in
-// two-phase mode.)
+// named. The task is one of ALFWorld's training games on which p29 (the
+// prior shipped before a25), in two-phase mode, ended its plan (end-of-turn
+// token) short of the goal; with --end goal the plan must not end so. The
+// shipped a25 ends no training game early (it reads "left: none" in its
+// goal trace before it ends: 0 of 200 true-state, 0 of 50 two-phase), so
+// here the end-token check only guards against a regression; the refusal
+// of the end token before the goal is tested in package constraint
+// ("end token refused before the goal") and through nesy plan
+// (TestPlanCLI's "ends only at the goal" cases).
 func TestBenchEndAtGoal(t *testing.T) {
 	ds := testenv.Datasets(t)
 	const task = "pick_two_obj_and_place-CreditCard-None-Desk-313/trial_T20190909_104504_038752"
@@ -102,8 +105,8 @@ func TestBenchEndAtGoal(t *testing.T) {
 		}
 		return out, r
 	}
-	if _, r := run("any"); r.Success || r.Stop != "end_token" {
-		t.Fatalf("premise: the shipped prior no longer ends %s early (success %v, stop %q); pick a task where it does", task, r.Success, r.Stop)
+	if _, r := run("any"); !r.Success && r.Stop != "end_token" && r.Stop != "max_actions" && r.Stop != "max_tokens" {
+		t.Fatalf("--end any: stop %q without the goal", r.Stop)
 	}
 	out, r := run("goal")
 	if !r.Success && r.Stop == "end_token" {
