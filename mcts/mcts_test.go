@@ -232,6 +232,7 @@ func TestSearchWithTrace(t *testing.T) {
 		{"ff/helpful", Options{Helpful: 0.5}},
 		{"goalcount", Options{Heuristic: "goalcount"}},
 		{"blind/rollout", Options{Heuristic: "blind", Rollout: 2}},
+		{"ff/rollout/batch1", Options{Rollout: 2, Batch: 1}},
 		{"ff/no-collapse", Options{NoCollapse: true}},
 	}
 	for _, tt := range tests {
@@ -249,6 +250,12 @@ func TestSearchWithTrace(t *testing.T) {
 			}
 			if n := strings.Count(text, constraint.TraceSep+"left: "); n != len(res.Plan) {
 				t.Errorf("%d traced lines for %d actions:\n%s", n, len(res.Plan), text)
+			}
+			// A rollout feeds the trace's tokens with the token before
+			// them, in one call: most evaluated tokens are forced.
+			t.Logf("%d model calls, %d evaluated tokens, %d simulations", res.Stats.ModelCalls, res.Stats.EvaluatedTokens, res.Stats.Simulations)
+			if tt.opts.Rollout > 0 && 3*res.Stats.ModelCalls > res.Stats.EvaluatedTokens {
+				t.Errorf("rollouts: %d model calls for %d evaluated tokens; the forced runs should go in one call each", res.Stats.ModelCalls, res.Stats.EvaluatedTokens)
 			}
 		})
 	}

@@ -82,23 +82,31 @@ func indexOf(b []byte, sep string) int {
 	return -1
 }
 
+// rollout is one leaf's rollout in progress.
+type rollout struct {
+	i      int
+	toks   []int32
+	cur    constraint.Cursor
+	seq    models.SeqID
+	logits []float32
+	start  int
+}
+
+// stops reports whether the rollout ends at cur: the plan ended, or at an
+// action boundary the goal holds or limit actions were taken.
+func (r *rollout) stops(cur constraint.Cursor, limit int) bool {
+	return cur.Ended() || (cur.AtBoundary() && (cur.GoalReached() || cur.Len()-r.start >= limit))
+}
+
 // rollouts continues each evaluated open leaf by constrained greedy decoding
 // for up to Options.Rollout actions, all leaves together (one forward pass
-// per token for the batch), and returns the value of each leaf: R_G when the
-// rollout reaches the goal, a loss at a dead end, else the value of where it
-// stopped. Leaves without logits or that are not open keep their static
-// value.
+// per chosen token for the batch, the tokens forced after it in the same
+// pass), and returns the value of each leaf: R_G when the rollout reaches
+// the goal, a loss at a dead end, else the value of where it stopped.
+// Leaves without logits or that are not open keep their static value.
 func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool, error) {
 	values := make([]float64, len(leaves))
 	losses := make([]bool, len(leaves))
-	type rollout struct {
-		i      int
-		toks   []int32
-		cur    constraint.Cursor
-		seq    models.SeqID
-		logits []float32
-		start  int
-	}
 	var active []*rollout
 	defer func() {
 		for _, r := range active {
@@ -133,9 +141,29 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 				} else {
 					r.cur = cur
 					r.toks = append(r.toks, tok)
-					done = cur.Ended() || (cur.AtBoundary() && (cur.GoalReached() || cur.Len()-r.start >= s.opts.Rollout))
+					run := []int32{tok}
+					done = r.stops(cur, s.opts.Rollout)
+					// Tokens the constraint forces (the rest of an
+					// action's only spelling, a goal trace) need no
+					// logits to be chosen: they go to the model with the
+					// chosen one, in one request, and only the last
+					// position's logits are read (as cgreedy feeds them).
+					for !done && len(run) < maxChain {
+						k, ok := s.forcedToken(r.cur)
+						if !ok {
+							break
+						}
+						cur, err := s.sp.Advance(r.cur, s.set.Next[k])
+						if err != nil {
+							break
+						}
+						r.cur = cur
+						r.toks = append(r.toks, s.set.IDs[k])
+						run = append(run, s.set.IDs[k])
+						done = r.stops(cur, s.opts.Rollout)
+					}
 					if !done {
-						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: []int32{tok}})
+						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: run})
 						stepping = append(stepping, r)
 					}
 				}
@@ -171,6 +199,32 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 		}
 	}
 	return values, losses, nil
+}
+
+// forcedToken computes s.set for c and says which of its tokens a rollout
+// writes at c without the model: the only one allowed, or, inside an
+// action whose text is already the only one possible (the rest of a unique
+// action name, a goal trace), the longest allowed token (the text is the
+// same whichever spelling of it is written; the longest is the one a
+// word-level vocabulary trains on).
+func (s *searcher) forcedToken(c constraint.Cursor) (int, bool) {
+	s.sp.Allowed(c, &s.set)
+	switch {
+	case len(s.set.IDs) == 1:
+		return 0, true
+	case len(s.set.IDs) == 0 || c.AtBoundary() || c.Trie().NumConsistent(c.Node()) != 1:
+		return 0, false
+	}
+	best, n := -1, 0
+	for k, id := range s.set.IDs {
+		if s.set.Next[k] < 0 || !s.idx.IsText(id) {
+			continue
+		}
+		if l := len(s.idx.Text(id)); l > n {
+			best, n = k, l
+		}
+	}
+	return best, best >= 0
 }
 
 // rolloutToken picks the index in s.set.IDs of a rollout's next token: the
