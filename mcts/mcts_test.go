@@ -308,6 +308,17 @@ func TestFewSequenceSlots(t *testing.T) {
 		// Room for the prompt and a few hundred tree tokens.
 		{"cells", lex, models.Options{Sequences: 32, BatchSize: 64, CacheSize: len(prompt) + 256}},
 	}
+	// Rollouts that outgrow the cache end early (their leaves keep the
+	// static value) instead of failing the search: 16 leaves rolled out
+	// for up to 50 actions each need far more than 256 cells.
+	t.Run("rollout cells", func(t *testing.T) {
+		lm, idx := loadModel(t, path, models.Options{Sequences: 32, BatchSize: 64, CacheSize: len(prompt) + 256})
+		st := newSetup(t, lm, idx, lex, constraint.Options{})
+		res := st.search(t, Options{Simulations: 300, Rollout: 50})
+		if res.Stats.Simulations == 0 {
+			t.Fatalf("no simulations: %s", res.Stop)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lm, idx := loadModel(t, path, tt.opts)

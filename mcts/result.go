@@ -1,6 +1,7 @@
 package mcts
 
 import (
+	"errors"
 	"github.com/nesy-dev/nesy/constraint"
 	"math"
 	"time"
@@ -189,6 +190,13 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 			break
 		}
 		res, err := s.lm.Eval(s.ctx, reqs)
+		if errors.Is(err, models.ErrCacheFull) {
+			// The rollouts outgrew the KV cache (long rollouts of a
+			// traced prior at batch 16): those still running leave their
+			// leaves the static value, as when a budget is spent; the
+			// deferred release frees their cells for the tree.
+			break
+		}
 		if err != nil {
 			return nil, nil, err
 		}
