@@ -561,14 +561,15 @@ func (s *searcher) newChild(p *node, c cand) *node {
 	s.classify(ch)
 	for ch.kind == open && !s.opts.Unconstrained && !s.opts.NoCollapse && len(ch.toks) < maxChain {
 		m := s.mask(ch.cur)
-		if len(m.ids) != 1 {
+		k, ok := m.forced(s.opts.AllTokens)
+		if !ok {
 			break
 		}
-		cur, err := s.sp.Advance(ch.cur, m.next[0])
+		cur, err := s.sp.Advance(ch.cur, m.next[k])
 		if err != nil {
 			break
 		}
-		ch.toks = append(ch.toks, m.ids[0])
+		ch.toks = append(ch.toks, m.ids[k])
 		ch.cur = cur
 		ch.depth++
 		if cur.AtBoundary() {

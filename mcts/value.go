@@ -55,6 +55,26 @@ func (s *searcher) mask(c constraint.Cursor) *mask {
 	return m
 }
 
+// forced returns the one token a node at this mask can go on with: the
+// only allowed one, or, unless all (Options.AllTokens), the one every
+// allowed token folds into (inside a goal trace the text is forced but the
+// vocabulary spells it several ways: the node would have one child).
+func (m *mask) forced(all bool) (int, bool) {
+	switch {
+	case len(m.ids) == 1:
+		return 0, true
+	case all || len(m.ids) == 0:
+		return 0, false
+	}
+	t := m.into[0]
+	for _, v := range m.into[1:] {
+		if v != t {
+			return 0, false
+		}
+	}
+	return int(t), m.next[t] >= 0
+}
+
 // h returns the heuristic value of a state (cached by state).
 func (s *searcher) h(st pddl.State) float64 {
 	k := st.Key()
