@@ -408,14 +408,34 @@ func TestUnconstrained(t *testing.T) {
 	}
 }
 
+// cancelLM cancels a context at its model's n-th evaluation, so a test
+// cancels a search mid-way on any machine, however fast.
+type cancelLM struct {
+	models.LM
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelLM) Eval(ctx context.Context, reqs []models.EvalRequest) ([]models.EvalResult, error) {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return c.LM.Eval(ctx, reqs)
+}
+
 func TestCancel(t *testing.T) {
 	lm, idx := loadModel(t, modelPath(t, "tiny", tinySpec), models.Options{})
-	st := newSetup(t, lm, idx, inlineTask(t, bwReverse), constraint.Options{})
+	// bwWide: no search exhausts it before the cancellation arrives.
+	st := newSetup(t, lm, idx, inlineTask(t, bwWide), constraint.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
-	res, err := Search(ctx, lm, st.sp, st.prompt, Options{Time: time.Hour, Exhaust: true})
+	defer cancel()
+	clm := &cancelLM{LM: lm, n: 20, cancel: cancel}
+	res, err := Search(ctx, clm, st.sp, st.prompt, Options{Time: time.Hour, Exhaust: true})
 	if !errors.Is(err, context.Canceled) || res == nil || res.Stop != StopCanceled {
 		t.Fatalf("got %v, %v", res, err)
+	}
+	if res.Stats.Simulations == 0 {
+		t.Errorf("cancelled before any simulation: %+v", res.Stats)
 	}
 	checkResult(t, st, res)
 }
