@@ -16,6 +16,7 @@ import (
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
+	"github.com/nesy-dev/nesy/internal/sysmem"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/planner"
 	"github.com/nesy-dev/nesy/trie"
@@ -90,6 +91,10 @@ type Config struct {
 	// search's leaf heuristic ("" means mcts's default, h_FF).
 	Simulations int
 	Heuristic   string
+	// SearchMemory bounds each search's tree, in bytes (mcts.NodeBytes per
+	// node): a search that reaches it stops with stop "memory", keeping its
+	// best plan. 0 means DefaultSearchMemory.
+	SearchMemory int64
 	// Batch is the leaves a search evaluates per model call (0: the
 	// planner's default, 16). At batch b a search needs about b
 	// simulations per branching level of its plan, so simulation counts
@@ -142,14 +147,16 @@ type Progress struct {
 // RunInfo is what run.json records about a run; resuming checks that it
 // matches.
 type RunInfo struct {
-	Env                string  `json:"env"`
-	Suite              string  `json:"suite"`
-	Method             string  `json:"method"`
-	Mode               string  `json:"mode"`
-	Model              string  `json:"model"`
-	Seconds            float64 `json:"seconds"`
-	Simulations        int     `json:"simulations,omitempty"`
-	Heuristic          string  `json:"heuristic,omitempty"`
+	Env         string  `json:"env"`
+	Suite       string  `json:"suite"`
+	Method      string  `json:"method"`
+	Mode        string  `json:"mode"`
+	Model       string  `json:"model"`
+	Seconds     float64 `json:"seconds"`
+	Simulations int     `json:"simulations,omitempty"`
+	Heuristic   string  `json:"heuristic,omitempty"`
+	// SearchMemory is Config.SearchMemory as applied (searches only).
+	SearchMemory       int64   `json:"search_memory,omitempty"`
 	Batch              int     `json:"batch,omitempty"`
 	NoCollapse         bool    `json:"no_collapse,omitempty"`
 	Rollout            int     `json:"rollout,omitempty"`
@@ -199,11 +206,14 @@ func (c *Config) normalize() error {
 	if !slices.Contains(Modes, c.Mode) {
 		return fmt.Errorf("bench: unknown mode %q (known: %s)", c.Mode, strings.Join(Modes, ", "))
 	}
-	if c.Seconds < 0 || c.Simulations < 0 || c.Batch < 0 || c.Rollout < 0 || c.RolloutTemperature < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
+	if c.Seconds < 0 || c.Simulations < 0 || c.SearchMemory < 0 || c.Batch < 0 || c.Rollout < 0 || c.RolloutTemperature < 0 || c.Limit < 0 || c.MaxActions < 0 || c.MaxSteps < 0 || c.MaxTokens < 0 {
 		return errors.New("bench: negative budget")
 	}
 	if c.Seconds == 0 {
 		c.Seconds = DefaultSeconds
+	}
+	if c.SearchMemory == 0 {
+		c.SearchMemory = DefaultSearchMemory()
 	}
 	if c.Batch == planner.DefaultBatch {
 		c.Batch = 0 // the default, named or not: one run
@@ -241,9 +251,30 @@ func revisitRule(noRevisit bool) string {
 
 func (c *Config) info() RunInfo {
 	return RunInfo{Env: c.Env.Name(), Suite: c.Suite, Method: c.Method, Mode: c.Mode, Model: c.ModelName,
-		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemperature: c.RolloutTemperature, Seed: c.Seed,
+		Seconds: c.Seconds, Simulations: c.Simulations, Heuristic: c.Heuristic, SearchMemory: c.searchMemory(), Batch: c.Batch, NoCollapse: c.NoCollapse, Rollout: c.Rollout, RolloutTemperature: c.RolloutTemperature, Seed: c.Seed,
 		MaxActions: c.MaxActions, MaxTokens: nonDefault(c.MaxTokens, DefaultMaxTokens), OmitStatic: c.OmitStatic, NoRevisit: c.NoRevisit, Revisit: revisitRule(c.NoRevisit), End: endName(c.End), Perception: c.perception(), Split: splitOf(c.Env),
 		PartiallyObservable: c.Env.Capabilities().PartiallyObservable}
+}
+
+// searchMemory is RunInfo.SearchMemory: the bound for the search methods,
+// 0 for the others.
+func (c *Config) searchMemory() int64 {
+	if c.Method == MethodMCTS || c.Method == MethodCMCTS {
+		return c.SearchMemory
+	}
+	return 0
+}
+
+// DefaultSearchMemory is Config.SearchMemory's default: half the machine's
+// physical memory (4 GiB where it cannot be read), the most one search of a
+// run may hold, so that a search over a large vocabulary with a flat prior
+// (a uniform model's tree can grow by gigabytes a minute) stops with stop
+// "memory" instead of the machine's out-of-memory kill.
+func DefaultSearchMemory() int64 {
+	if total := sysmem.Total(); total > 0 {
+		return total / 2
+	}
+	return 4 << 30
 }
 
 // endName is RunInfo.End for policy p.

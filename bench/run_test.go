@@ -12,6 +12,7 @@ import (
 
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
+	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/nesy-dev/nesy/planner"
 )
@@ -282,6 +283,7 @@ func TestConfigErrors(t *testing.T) {
 		func(c *Config) { c.Mode = "oracle" },
 		func(c *Config) { c.Shard = Shard{I: 2, N: 2} },
 		func(c *Config) { c.Seconds = -1 },
+		func(c *Config) { c.SearchMemory = -1 },
 		func(c *Config) { c.Suite = "no-such-task" },
 		func(c *Config) { c.Out = "" },
 	} {
@@ -569,6 +571,45 @@ func TestBatchDefaultNamed(t *testing.T) {
 		if got := cfg.info().Batch; got != tc.want {
 			t.Errorf("--batch %d: run.json batch %d, want %d", tc.batch, got, tc.want)
 		}
+	}
+}
+
+// TestSearchMemory: a search run's memory bound reaches the search, which
+// stops with stop "memory" once its tree holds that many nodes' worth
+// (mcts.NodeBytes each), and run.json records the bound; unset, it is
+// DefaultSearchMemory; a decoding method records none.
+func TestSearchMemory(t *testing.T) {
+	env := openEnv(t, "blocksworld")
+	for _, tc := range []struct {
+		name, method string
+		mem, want    int64
+		stop         string
+	}{
+		{"a few nodes", MethodCMCTS, 4 * mcts.NodeBytes, 4 * mcts.NodeBytes, "memory"},
+		{"default", MethodCMCTS, 0, DefaultSearchMemory(), "simulations"},
+		{"decoding", MethodCGreedy, 4 * mcts.NodeBytes, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := small(t, env, tc.method, ModeTrueState)
+			cfg.SearchMemory = tc.mem
+			if _, err := Run(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			info, err := ReadRunInfo(cfg.Out)
+			if err != nil || info.SearchMemory != tc.want {
+				t.Fatalf("run.json search_memory %d, want %d (%v)", info.SearchMemory, tc.want, err)
+			}
+			recs, err := ReadRecords(filepath.Join(cfg.Out, TasksFile))
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("records %v, %v", recs, err)
+			}
+			if tc.stop != "" && recs[0].Stop != tc.stop {
+				t.Fatalf("stop %q, want %q (%s)", recs[0].Stop, tc.stop, recs[0].Reason)
+			}
+		})
+	}
+	if DefaultSearchMemory() <= 0 {
+		t.Fatalf("default search memory %d", DefaultSearchMemory())
 	}
 }
 

@@ -192,7 +192,7 @@ func (r *runner) plan(ctx context.Context, task *pddl.Task, lex *lexicon.Bound, 
 	defer func() { out.seconds = elapsed(start) }()
 	res, err := planner.Run(ctx, cfg.Model, planner.Task{Lexicon: lex, Goal: goal}, planner.Method(cfg.Method), planner.Options{
 		Budgets: planner.Budgets{Time: time.Duration(cfg.Seconds * float64(time.Second)), Simulations: cfg.Simulations,
-			GeneratedTokens: cfg.MaxTokens, MaxActions: cfg.MaxActions},
+			GeneratedTokens: cfg.MaxTokens, MaxActions: cfg.MaxActions, MaxNodes: mcts.NodesFor(cfg.SearchMemory)},
 		Search: mcts.Options{Batch: cfg.Batch, NoCollapse: cfg.NoCollapse, Rollout: cfg.Rollout, RolloutTemperature: cfg.RolloutTemperature},
 		Seed:   cfg.Seed, Heuristic: cfg.Heuristic, OmitStatic: cfg.OmitStatic, NoRevisit: cfg.NoRevisit, End: cfg.End, Index: r.dec.Index(),
 	})

@@ -1,6 +1,7 @@
 package mcts
 
 import (
+	"math"
 	"runtime"
 	"testing"
 
@@ -25,6 +26,23 @@ func TestMaxNodes(t *testing.T) {
 			t.Errorf("MaxNodes %d, batch %d: stop %s after %d nodes", tt.maxNodes, tt.batch, res.Stop, res.Stats.Nodes)
 		}
 		checkResult(t, st, res)
+	}
+}
+
+// TestNodesFor: a memory budget in bytes becomes a node budget of
+// NodeBytes per node; no budget stays no bound, and a positive budget below
+// one node still bounds the search.
+func TestNodesFor(t *testing.T) {
+	for _, tc := range []struct {
+		bytes int64
+		want  int
+	}{
+		{0, 0}, {-5, 0}, {1, 1}, {NodeBytes - 1, 1}, {NodeBytes, 1}, {10*NodeBytes + 1, 10}, {1 << 30, (1 << 30) / NodeBytes},
+		{1 << 62, math.MaxInt32},
+	} {
+		if got := NodesFor(tc.bytes); got != tc.want {
+			t.Errorf("NodesFor(%d) = %d, want %d", tc.bytes, got, tc.want)
+		}
 	}
 }
 

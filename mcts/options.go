@@ -2,9 +2,10 @@ package mcts
 
 import (
 	"fmt"
-	"github.com/nesy-dev/nesy/pddl/heuristic"
 	"math"
 	"time"
+
+	"github.com/nesy-dev/nesy/pddl/heuristic"
 )
 
 // Defaults for the zero values of Options.
@@ -281,3 +282,12 @@ func (o Options) withDefaults() (Options, error) {
 // the live heap per node on ALFWorld). A caller with a memory budget of B
 // bytes sets MaxNodes to B / NodeBytes.
 const NodeBytes = 8192
+
+// NodesFor is the MaxNodes that keeps a search within bytes of memory:
+// bytes / NodeBytes, at least 1 for a positive budget; 0 (no bound) for 0.
+func NodesFor(bytes int64) int {
+	if bytes <= 0 {
+		return 0
+	}
+	return int(min(max(bytes/NodeBytes, 1), math.MaxInt32))
+}

@@ -38,6 +38,7 @@ func newBenchCmd() *cobra.Command {
 		allSkills, omitStatic, quiet, partial, noRevisit          bool
 		noCollapse                                                bool
 		perception, flash, split, end                             string
+		searchMemory                                              string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --env alfworld|virtualhome|blocksworld --method X [--model M] --out DIR",
@@ -103,9 +104,13 @@ with no forward pass, which says how much a model's prior adds.`,
 			if !cmd.Flags().Changed("no-revisit") {
 				noRevisit = planner.DefaultNoRevisit(planner.Method(method))
 			}
+			memBytes, err := parseSearchMemory(searchMemory)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,
-				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, Batch: batch, NoCollapse: noCollapse, Rollout: rollout,
+				Out: out, Shard: sh, Limit: limit, Seconds: seconds, Simulations: simulations, SearchMemory: memBytes, Batch: batch, NoCollapse: noCollapse, Rollout: rollout,
 				RolloutTemperature: rolloutTemp, Heuristic: heuristic, Seed: seed, MaxActions: maxActions, MaxTokens: maxTokens, MaxSteps: maxSteps,
 				OmitStatic: omitStatic, NoRevisit: noRevisit, End: endPolicy,
 				Explore: explore.Options{MaxSteps: exploreSteps, AllSkills: allSkills, Perception: perception},
@@ -139,6 +144,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Float64Var(&seconds, "seconds", bench.DefaultSeconds, "planning budget per task in seconds")
 	f.IntVar(&limit, "limit", 0, "run only the first N tasks of the suite (before sharding)")
 	f.IntVar(&simulations, "simulations", 0, "bound each search to N simulations (0: time only)")
+	f.StringVar(&searchMemory, "search-memory", "", searchMemoryUsage)
 	f.IntVar(&batch, "batch", 0, "leaves a search evaluates per model call (0: 16); simulation counts compare priors best at 1")
 	f.IntVar(&rollout, "rollout", 0, "searches: continue every evaluated leaf by constrained greedy decoding for up to N actions and value it by where that ends (0: value leaves directly)")
 	f.Float64Var(&rolloutTemp, "rollout-temp", 0, "searches with --rollout: sample each rollout token at this temperature instead of taking the most likely (0: greedy)")

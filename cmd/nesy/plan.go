@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nesy-dev/nesy/bench"
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/envs"
@@ -69,6 +70,7 @@ type planFlags struct {
 	temperature, topP                       float64
 	topK, maxActions, maxTokens             int
 	end, endMarker, heuristic, flash        string
+	searchMemory                            string
 	stopAtGoal, noRevisit                   bool
 	threads, ctx, gpuLayers                 int
 }
@@ -128,6 +130,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.StringVar(&f.lexicon, "lexicon", "", "lexicon JSON file (action and object text)")
 	fl.Float64Var(&f.seconds, "seconds", 0, "time budget in seconds (0: none for greedy/cgreedy, 60 for the searches)")
 	fl.IntVar(&f.simulations, "simulations", 0, "simulation budget of mcts/cmcts (0: none)")
+	fl.StringVar(&f.searchMemory, "search-memory", "", searchMemoryUsage)
 	fl.IntVar(&f.batch, "batch", 0, "leaves mcts/cmcts evaluate per model call (0: 16)")
 	fl.IntVar(&f.rollout, "rollout", 0, "mcts/cmcts: continue every evaluated leaf by constrained greedy decoding for up to N actions and value it by where that ends (0: value leaves directly)")
 	fl.Float64Var(&f.rolloutTemp, "rollout-temp", 0, "mcts/cmcts with --rollout: sample each rollout token at this temperature instead of taking the most likely (0: greedy)")
@@ -211,9 +214,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	defer lm.Close()
 
 	end, _ := constraint.ParseEndPolicy(f.end)
+	memBytes, _ := parseSearchMemory(f.searchMemory) // checked above
+	if memBytes == 0 {
+		memBytes = bench.DefaultSearchMemory()
+	}
 	opts := planner.Options{
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
-			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions},
+			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions, MaxNodes: mcts.NodesFor(memBytes)},
 		Seed:      f.seed,
 		Search:    mcts.Options{Batch: f.batch, NoCollapse: f.noCollapse, Rollout: f.rollout, RolloutTemperature: f.rolloutTemp},
 		Sampling:  decoder.Sampling{Temperature: f.temperature, TopK: f.topK, TopP: f.topP},
@@ -289,6 +296,9 @@ func (f *planFlags) check() error {
 		return errors.New("--seconds, --simulations, --batch, --rollout, --rollout-temp, --max-actions and --max-tokens must not be negative")
 	case strings.Contains(f.endMarker, "\n"):
 		return errors.New("--end-marker must be one line")
+	}
+	if _, err := parseSearchMemory(f.searchMemory); err != nil {
+		return err
 	}
 	m, err := planner.ParseMethod(f.method, false)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,6 +92,11 @@ func TestPlanCLI(t *testing.T) {
 		{"negative search batch", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--batch", "-1"}, 2, false, false, false},
 		{"negative rollout", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--rollout", "-1"}, 2, false, false, false},
 		{"negative rollout temperature", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--rollout", "5", "--rollout-temp", "-1"}, 2, false, false, false},
+		{"bad search memory", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--search-memory", "lots"}, 2, false, false, false},
+		{"search memory below one node", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--search-memory", "100B"}, 2, false, false, false},
+		// Two nodes' worth of memory stops the search (stop_reason
+		// "memory", checked below) before any plan reaches the goal.
+		{"search memory bound", []string{"--model", "uniform", "--method", "cmcts", "--problem", games[0], "--simulations", "2000", "--search-memory", "16KiB"}, 1, true, false, false},
 		{"bad end policy", []string{"--method", "cgreedy", "--domain", oneD, "--problem", oneP, "--end", "never"}, 2, false, false, false},
 		// The uniform prior (zero logits) over the tiny model's vocabulary,
 		// written into the test's cache folder: the search alone solves the
@@ -142,6 +148,9 @@ func TestPlanCLI(t *testing.T) {
 			}
 			if res.Valid != tc.valid || (res.FirstInvalid != nil) != tc.invalidStep || (tc.goal && !res.GoalReached) {
 				t.Fatalf("valid %v first_invalid %+v goal %v\n%s", res.Valid, res.FirstInvalid, res.GoalReached, out)
+			}
+			if slices.Contains(tc.args, "--search-memory") && res.StopReason != "memory" {
+				t.Fatalf("stop_reason %q, want memory\n%s", res.StopReason, out)
 			}
 			if res.EvaluatedTokens < int64(res.PromptTokens) || res.PromptTokens == 0 || res.ModelCalls == 0 {
 				t.Fatalf("accounting: %d prompt, %d evaluated, %d calls", res.PromptTokens, res.EvaluatedTokens, res.ModelCalls)

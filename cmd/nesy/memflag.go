@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/nesy-dev/nesy/mcts"
+)
+
+// searchMemoryUsage is the help of --search-memory, shared by plan and bench.
+const searchMemoryUsage = `bound each search's tree (mcts, cmcts) to this much memory, e.g. 2GiB or 500MB: a search that reaches it stops with stop "memory", keeping its best plan (default: half the machine's memory)`
+
+// parseSearchMemory reads a --search-memory value: bytes, or 0 for "" (the
+// default, bench.DefaultSearchMemory).
+func parseSearchMemory(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n < mcts.NodeBytes || n > math.MaxInt64 {
+		return 0, fmt.Errorf("--search-memory %q: want a size of at least %s, such as 512MiB or 2GB", s, humanize.IBytes(mcts.NodeBytes))
+	}
+	return int64(n), nil
+}
