@@ -237,6 +237,10 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		e.graph = newPassGraph(m.Backend())
 		if mm == nil {
 			e.hybrid = newHybridForward(m)
+			if e.hybrid != nil && params.GPULayers.Sum() > 0 {
+				e.hybrid.wkv = false
+			}
+			e.graph.wkv = e.hybrid != nil && e.hybrid.wkv
 		}
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)

@@ -631,9 +631,17 @@ func TestSystemInfo(t *testing.T) {
 
 // TestRecurrentTruncate: truncating a hybrid recurrent model (Qwen3.5)
 // restores the nearest recurrent-state checkpoint before the cut and
-// recomputes only the positions after it.
+// recomputes only the positions after it; for the delta rule built from
+// ggml's general operators (heads of 16) and as one operator (heads of
+// 64).
 func TestRecurrentTruncate(t *testing.T) {
-	e := newTestEngine(t, gguf.Default(gguf.ArchQwen35), Options{})
+	for _, name := range []string{"qwen35", "qwen35-h64"} {
+		t.Run(name, func(t *testing.T) { testRecurrentTruncate(t, hybridSpecs()[name]) })
+	}
+}
+
+func testRecurrentTruncate(t *testing.T, spec gguf.Spec) {
+	e := newTestEngine(t, spec, Options{})
 	if !e.Info().Recurrent {
 		t.Fatal("qwen35 is not reported as recurrent")
 	}

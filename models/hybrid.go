@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/nesy-dev/nesy/models/ggmlop"
 	"github.com/ollama/ollama/ml"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
@@ -56,6 +57,10 @@ type hybridForward struct {
 	// ragged says deltaStep runs every delta-net layer, so the engine may
 	// plan padded passes (see padded).
 	ragged bool
+	// wkv says deltaStep runs the recurrence as one operator (deltaWKV):
+	// heads of a multiple of 64 on an engine whose layers all run on the
+	// CPU (the GPU kernels are not checked here).
+	wkv bool
 }
 
 // padded is the layout of a padded pass: its n sequences, longest first,
@@ -76,6 +81,9 @@ type padded struct {
 	inputs  ml.Tensor // the own positions' tokens [T]
 	real    ml.Tensor // the own positions' places in the pass [T]
 	scatter ml.Tensor // the own row each place of the pass takes [pad*n]
+	// valid is 1 at each own position's place in the pass and 0 at the
+	// pads [pad*n] (deltaWKV's pads are steps that change nothing).
+	valid ml.Tensor
 	// order gives each own position (by sequence, then position) its
 	// column in the recurrence's outputs, which come by position, then
 	// sequence [T].
@@ -124,6 +132,7 @@ func newHybridForward(m model.Model) *hybridForward {
 			h.ragged = false
 		}
 	}
+	h.wkv = h.ragged && h.delta.dV%64 == 0
 	return h
 }
 
@@ -338,7 +347,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	if pd != nil {
 		qkv, beta, alpha = qkv.Rows(ctx, pd.scatter), beta.Rows(ctx, pd.scatter), alpha.Rows(ctx, pd.scatter)
 	}
-	decay := alpha.Add(ctx, g.SSMDT).Softplus(ctx).Mul(ctx, g.SSMA).Exp(ctx).Reshape(ctx, hV, k, n)
+	logDecay := alpha.Add(ctx, g.SSMDT).Softplus(ctx).Mul(ctx, g.SSMA)
 	beta = beta.Sigmoid(ctx).Reshape(ctx, hV, k, n)
 
 	// Short causal convolution over the last convK positions.
@@ -374,6 +383,69 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	if err != nil {
 		return nil, fmt.Errorf("recurrent state: %w", err)
 	}
+	var out ml.Tensor
+	t := k * n // positions computed
+	if h.wkv {
+		out, err = h.deltaWKV(ctx, q, kk, v, logDecay, beta, state, cache, layer, k, n, pd)
+		if err != nil {
+			return nil, err
+		}
+		t = out.Dim(1)
+	} else {
+		out, t = h.deltaSteps(ctx, q, kk, v, logDecay.Exp(ctx).Reshape(ctx, hV, k, n), beta, state, cache, layer, k, n, pd)
+	}
+
+	// Gated RMS norm and output projection.
+	o := g.SSMNorm.Forward(ctx, out.Reshape(ctx, d, hV*t), h.eps)
+	o = o.Mul(ctx, z.Reshape(ctx, d, hV*t).SILU(ctx))
+	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, t)), nil
+}
+
+// deltaWKV runs deltaStep's recurrence as one ggml operator, RWKV-7's
+// generalized delta rule (ggmlop.WKV7), over all k positions of the n
+// sequences: with the state M stored key-major (row i of WKV7's state is
+// value index i, its key indices contiguous), w = g, a = -g beta k, b = k
+// and v scaled by beta give M' = g M + beta (v - g M k) k^T, and r = q
+// gives M' q. A pad of a padded pass gets g = 1 and beta = 0, a step that
+// leaves the state exactly as it was (M 1 + 0 + 0), so each sequence's
+// final state is the one after its last own position; its outputs are
+// gathered at the own positions (padded.real). Its graph does not grow
+// with k (see passGraph.wkv). It returns the outputs [d*hV, T].
+func (h *hybridForward) deltaWKV(ctx ml.Context, q, kk, v, logDecay, beta, state ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int, pd *padded) (ml.Tensor, error) {
+	d, hV := h.delta.dV, h.delta.hV
+	t := k * n
+	lg := logDecay.Reshape(ctx, 1, hV, t)
+	bt := beta.Reshape(ctx, 1, hV, t)
+	if pd != nil {
+		valid := pd.valid.Reshape(ctx, 1, 1, t)
+		lg, bt = lg.Mul(ctx, valid), bt.Mul(ctx, valid)
+	}
+	gt := lg.Exp(ctx) // [1, hV, t]
+	kt := kk.Reshape(ctx, d, hV, t)
+	y, ok := ggmlop.WKV7(ctx,
+		q.Reshape(ctx, d, hV, t),
+		gt.Repeat4D(ctx, d, hV, t, 1),
+		kt,
+		v.Reshape(ctx, d, hV, t).Mul(ctx, bt),
+		kt.Mul(ctx, gt.Mul(ctx, bt).Scale(ctx, -1)),
+		kt,
+		state.Reshape(ctx, d*d*hV, n))
+	if !ok {
+		return nil, errors.New("models: internal error: the delta rule operator is not available")
+	}
+	out := y.View(ctx, 0, d*hV, 4*d*hV, t)
+	cache.UpdateDeltaState(ctx, layer, y.View(ctx, 4*d*hV*t, d*d*hV*n).Reshape(ctx, d, d*hV, n))
+	if pd != nil {
+		out = out.Rows(ctx, pd.real)
+	}
+	return out, nil
+}
+
+// deltaSteps is deltaStep's recurrence built position by position from
+// ggml's general operators (see deltaStep), for heads deltaWKV cannot
+// run. It returns the outputs [d*hV, t] and t.
+func (h *hybridForward) deltaSteps(ctx ml.Context, q, kk, v, decay, beta, state ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int, pd *padded) (ml.Tensor, int) {
+	d, hV := h.delta.dV, h.delta.hV
 	m := state.Reshape(ctx, d, d, hV, n) // m[j, i]: key index j (contiguous), value index i
 	const pad = 15                       // outer products with inner size 16: one register of floats
 	// step advances the states m of the first nt sequences by position t
@@ -448,11 +520,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 		t = out.Dim(1)
 	}
 	cache.UpdateDeltaState(ctx, layer, m.Reshape(ctx, d, d*hV, n))
-
-	// Gated RMS norm and output projection.
-	o := g.SSMNorm.Forward(ctx, out.Reshape(ctx, d, hV*t), h.eps)
-	o = o.Mul(ctx, z.Reshape(ctx, d, hV*t).SILU(ctx))
-	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, t)), nil
+	return out, t
 }
 
 // convTail returns the convolution state after a padded pass: for each

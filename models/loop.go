@@ -356,6 +356,7 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 	ctx := b.ctx
 	var ib input.Batch
 	var tokens, own, outputs, real, scatter, lengths []int32
+	var valid []float32
 	for _, q := range p.parts {
 		r, n := q.r, q.n
 		s := &e.seqs[r.req.Seq]
@@ -375,6 +376,7 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 				}
 			}
 			scatter = append(scatter, int32(len(own)-1))
+			valid = append(valid, float32(min(1, max(0, n-k))))
 		}
 		lengths = append(lengths, int32(n))
 		b.parts = append(b.parts, part)
@@ -405,6 +407,7 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		real:    ctx.Input().FromInts(real, len(real)),
 		scatter: ctx.Input().FromInts(scatter, len(scatter)),
 		order:   ctx.Input().FromInts(order, len(order)),
+		valid:   ctx.Input().FromFloats(valid, len(valid)),
 	}
 	unlock := e.lockDevices()
 	err := e.forward(ctx, ib, b, pd)

@@ -452,7 +452,7 @@ func (e *Engine) planRecurrent(jobs []*job) plan {
 		}
 		return dst
 	}
-	if cover != nil && e.hybrid.ragged && !e.opts.EqualPasses {
+	if (cover != nil || severalShort(lead, others)) && e.hybrid.ragged && !e.opts.EqualPasses {
 		if p, ok := e.planPadded(lead, others); ok {
 			return p
 		}
@@ -582,6 +582,22 @@ func coverCounts(lead *reqState, others []*reqState) []int {
 	return coverLengths(need, top)
 }
 
+// severalShort reports whether every request has at most maxCoverLen
+// positions left and they have several lengths: what a padded pass takes
+// whether or not coverCounts finds counts for them.
+func severalShort(lead *reqState, others []*reqState) bool {
+	n := lead.remaining()
+	several := false
+	for _, r := range others {
+		m := r.remaining()
+		if m <= 0 || m > maxCoverLen {
+			return false
+		}
+		several = several || m != n
+	}
+	return n > 0 && n <= maxCoverLen && several
+}
+
 // coverLengths is coverCounts over the set of lengths need (bit n: length
 // n), the longest top.
 func coverLengths(need uint64, top int) []int {
@@ -664,7 +680,17 @@ type passGraph struct {
 	maxNodes  int // the backend's per-context limit
 	layers    int
 	recurrent int // delta-net layers
+	// wkv says deltaStep runs the recurrence as one operator
+	// (hybridForward.deltaWKV): its graph takes wkvNodes per recurrent
+	// layer whatever the positions, instead of stepNodes per position and
+	// a padded pass's paddedStepNodes.
+	wkv bool
 }
+
+// wkvNodes bounds the graph objects deltaWKV adds per recurrent layer
+// (the gates' and inputs' shaping, the operator, its two views and the
+// gather of a padded pass; measured by TestPassGraphBound).
+const wkvNodes = 40
 
 // stepNodes bounds the graph objects deltaStep adds per position and
 // recurrent layer (measured 32: the position's slices, the products, the
@@ -702,7 +728,32 @@ func (g passGraph) step(maxLen int) int {
 		return 0
 	}
 	room := g.avail() - g.base(1, 0) - g.perSeq(checkpoints(maxLen))
+	if g.wkv {
+		if room < wkvNodes*g.recurrent {
+			return 0
+		}
+		return maxDeltaStep
+	}
 	return max(0, min(maxDeltaStep, room/(stepNodes*g.recurrent)))
+}
+
+// stepCost is what deltaStep adds to the layers' estimate for a pass of k
+// positions per sequence.
+func (g passGraph) stepCost(k int) int {
+	if g.wkv {
+		return g.recurrent * wkvNodes
+	}
+	return g.recurrent * stepNodes * k
+}
+
+// paddedExtra is what a padded pass of k positions per sequence adds to
+// base.
+func (g passGraph) paddedExtra(k int) int {
+	extra := paddedNodes * g.layers
+	if !g.wkv {
+		extra += paddedStepNodes * g.recurrent * k
+	}
+	return extra
 }
 
 // checkpoints bounds the checkpoints a cache slot holds when no sequence
@@ -722,7 +773,7 @@ func (g passGraph) base(k, step int) int {
 	switch {
 	case k <= 1:
 	case k <= step:
-		b += g.recurrent * stepNodes * k
+		b += g.stepCost(k)
 	default: // the model's chunked delta-net, between two transposes of the states
 		b += g.recurrent * (80 + 24*((k+63)/64))
 	}
@@ -750,8 +801,7 @@ const (
 // less than seqs allows).
 func (g passGraph) paddedSeqs(k, maxLen int) int {
 	per := g.perSeq(checkpoints(maxLen))
-	extra := paddedNodes*g.layers + paddedStepNodes*g.recurrent*k
-	return max(0, (g.avail()-g.base(k, g.step(maxLen))-extra)/per)
+	return max(0, (g.avail()-g.base(k, g.step(maxLen))-g.paddedExtra(k))/per)
 }
 
 // avail is the part of the limit the estimate may fill.

@@ -25,12 +25,15 @@ func hybridSpecs() map[string]gguf.Spec {
 	deep.Layers = 8
 	half := gguf.Default(gguf.ArchQwen35)
 	half.DType = gguf.F16
+	// Heads of 64: the delta rule as one operator (deltaWKV).
+	h64 := gguf.Default(gguf.ArchQwen35)
+	h64.Embd, h64.Heads, h64.KVHeads, h64.HeadDim, h64.FFN = 128, 2, 1, 64, 256
 	moe := gguf.Default(gguf.ArchQwen35MoE)
 	moe8 := gguf.Default(gguf.ArchQwen35MoE)
 	moe8.Experts, moe8.ExpertsUsed, moe8.Layers = 8, 3, 8
 	return map[string]gguf.Spec{
 		"qwen35": gguf.Default(gguf.ArchQwen35), "qwen35-wide": wide, "qwen35-deep": deep,
-		"qwen35-f16": half, "qwen35moe": moe, "qwen35moe-8x3": moe8,
+		"qwen35-f16": half, "qwen35-h64": h64, "qwen35moe": moe, "qwen35moe-8x3": moe8,
 	}
 }
 
@@ -52,7 +55,7 @@ func TestRecurrentShapes(t *testing.T) {
 		{Sequences: 64, BatchSize: 4096, MaxLogits: 512},
 	}
 	specs := hybridSpecs()
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-deep", "qwen35-f16", "qwen35moe", "qwen35moe-8x3"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-deep", "qwen35-f16", "qwen35-h64", "qwen35moe", "qwen35moe-8x3"} {
 		spec := specs[name]
 		for _, o := range settings {
 			if testing.Short() && name != "qwen35" && name != "qwen35moe" {
@@ -171,7 +174,7 @@ func TestRecurrentPassLimit(t *testing.T) {
 // prompt and inside their own continuation) and continuing them together
 // with untouched ones equals a fresh evaluation too.
 func TestRecurrentBatchedForks(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 64, 3, 40)
 			v := e.Info().VocabSize
@@ -430,7 +433,7 @@ func promptedEngineOpts(t *testing.T, spec gguf.Spec, opts Options, seed, n int)
 // exactly as a fresh evaluation of their histories: the pads left neither
 // cache cells, nor recurrent or convolution state behind.
 func TestRecurrentPaddedPasses(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 16, 7, 20)
 			v := e.Info().VocabSize
@@ -547,13 +550,16 @@ func TestRecurrentPaddedCheckpoint(t *testing.T) {
 // inside ggml. The passes run on forks of a prompt whose slot holds a
 // checkpoint, so each fork copies it.
 func TestPassGraphBound(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-deep", "qwen35-f16", "qwen35moe", "qwen35moe-8x3"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-deep", "qwen35-f16", "qwen35-h64", "qwen35moe", "qwen35moe-8x3"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 128, 7, 20)
 			var tensors, nodes int
 			e.inspect = func(c ml.Context) { tensors, nodes, _ = ggmlthread.Objects(c) }
 			v := e.Info().VocabSize
 			step := e.graph.step(e.maxLen)
+			if want := name == "qwen35-h64"; e.graph.wkv != want || e.hybrid.wkv != want {
+				t.Fatalf("delta rule as one operator: graph %v, forward %v; want %v (heads of 64 on the CPU)", e.graph.wkv, e.hybrid.wkv, want)
+			}
 			if step < 4 {
 				t.Fatalf("deltaStep bound %d positions: the estimate leaves no room", step)
 			}
@@ -573,7 +579,7 @@ func TestPassGraphBound(t *testing.T) {
 						if n = e.graph.paddedSeqs(k, e.maxLen+k); n < 2 {
 							continue // no padded pass is planned at this length
 						}
-						est = e.graph.base(k, step) + paddedNodes*e.graph.layers + paddedStepNodes*e.graph.recurrent*k + n*e.graph.perSeq(checkpoints(e.maxLen+k))
+						est = e.graph.base(k, step) + e.graph.paddedExtra(k) + n*e.graph.perSeq(checkpoints(e.maxLen+k))
 					}
 					n = min(n, 127, e.opts.BatchSize/k)
 					var reqs []EvalRequest

@@ -1,0 +1,125 @@
+// Package ggmlop builds ggml operators that Ollama's ml.Tensor interface
+// does not offer, on the contexts and tensors of Ollama's ggml backend.
+//
+// Ollama's ggml Context and Tensor keep their ggml pointers unexported:
+// they are read (and a new Tensor's set) by reflection from the pinned
+// version, as package ggmlthread reads the scheduler; an operator returns
+// ok false when they are not where that version keeps them, and the
+// caller then builds the graph without it.
+package ggmlop
+
+/*
+#include <stdint.h>
+#include <stdbool.h>
+
+// ggml's own declarations (ggml.h): the headers live in Ollama's module,
+// outside this package's reach; the symbols are linked from Ollama's ggml
+// package.
+struct ggml_context;
+struct ggml_tensor;
+struct ggml_tensor *ggml_rwkv_wkv7(struct ggml_context *ctx, struct ggml_tensor *r, struct ggml_tensor *w,
+	struct ggml_tensor *k, struct ggml_tensor *v, struct ggml_tensor *a, struct ggml_tensor *b, struct ggml_tensor *state);
+struct ggml_tensor *ggml_cont(struct ggml_context *ctx, struct ggml_tensor *a);
+bool ggml_is_contiguous(const struct ggml_tensor *tensor);
+*/
+import "C"
+
+import (
+	"reflect"
+	"unsafe"
+
+	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/ml/backend/ggml"
+)
+
+// field returns the address of v's field name when it is a pointer.
+func field(v reflect.Value, name string) (unsafe.Pointer, bool) {
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Pointer {
+		return nil, false
+	}
+	return unsafe.Pointer(f.UnsafeAddr()), true
+}
+
+// contextPtr is ctx's ggml_context.
+func contextPtr(ctx ml.Context) (*C.struct_ggml_context, bool) {
+	c, ok := ctx.(*ggml.Context)
+	if !ok || c == nil {
+		return nil, false
+	}
+	p, ok := field(reflect.ValueOf(c).Elem(), "ctx")
+	if !ok || *(*unsafe.Pointer)(p) == nil {
+		return nil, false
+	}
+	return *(**C.struct_ggml_context)(p), true
+}
+
+// tensorPtr is t's ggml_tensor.
+func tensorPtr(t ml.Tensor) (*C.struct_ggml_tensor, bool) {
+	gt, ok := t.(*ggml.Tensor)
+	if !ok || gt == nil {
+		return nil, false
+	}
+	p, ok := field(reflect.ValueOf(gt).Elem(), "t")
+	if !ok || *(*unsafe.Pointer)(p) == nil {
+		return nil, false
+	}
+	return *(**C.struct_ggml_tensor)(p), true
+}
+
+// wrap returns a Tensor of like's backend holding t.
+func wrap(like ml.Tensor, t *C.struct_ggml_tensor) (ml.Tensor, bool) {
+	lt, ok := like.(*ggml.Tensor)
+	if !ok || lt == nil || t == nil {
+		return nil, false
+	}
+	nt := new(ggml.Tensor)
+	src, dst := reflect.ValueOf(lt).Elem(), reflect.ValueOf(nt).Elem()
+	pb, ok1 := field(src, "b")
+	qb, ok2 := field(dst, "b")
+	qt, ok3 := field(dst, "t")
+	if !ok1 || !ok2 || !ok3 {
+		return nil, false
+	}
+	*(*unsafe.Pointer)(qb) = *(*unsafe.Pointer)(pb)
+	*(*unsafe.Pointer)(qt) = unsafe.Pointer(t)
+	return nt, true
+}
+
+// contiguous returns t, or a contiguous copy of it.
+func contiguous(ctx *C.struct_ggml_context, t *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+	if C.ggml_is_contiguous(t) {
+		return t
+	}
+	return C.ggml_cont(ctx, t)
+}
+
+// WKV7 is ggml_rwkv_wkv7: RWKV-7's generalized delta rule, run position
+// after position for n sequences of T/n positions each (T the positions of
+// r, w, k, v, a, b, which are [S, H, T], a sequence's positions
+// consecutive). The state of head h of a sequence is an S x S matrix M
+// (state [S*S*H, n], row i of M contiguous); at each position, per head,
+//
+//	M[i][j] <- M[i][j] w[j] + v[i] k[j] + (sum_l a[l] M[i][l]) b[j]
+//	y[i]     = sum_j M[i][j] r[j]
+//
+// It returns [S*H, T + S*n]: the outputs y, then the final states. ggml's
+// CPU kernel steps through the head in vectors of its SIMD width times
+// four, so S must be a multiple of 64 on every CPU it runs on. Inputs that
+// are not contiguous are copied. ok is false when the tensors are not
+// those of Ollama's ggml backend of the known layout.
+func WKV7(ctx ml.Context, r, w, k, v, a, b, state ml.Tensor) (out ml.Tensor, ok bool) {
+	c, ok := contextPtr(ctx)
+	if !ok {
+		return nil, false
+	}
+	var ps [7]*C.struct_ggml_tensor
+	for i, t := range []ml.Tensor{r, w, k, v, a, b, state} {
+		p, ok := tensorPtr(t)
+		if !ok {
+			return nil, false
+		}
+		ps[i] = contiguous(c, p)
+	}
+	return wrap(r, C.ggml_rwkv_wkv7(c, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6]))
+}
