@@ -260,7 +260,13 @@ func TestRecurrentBatchedForks(t *testing.T) {
 // engine merges their steps into passes over several sequences. Every
 // step's logits equal a fresh evaluation of the fork's history.
 func TestRecurrentConcurrentForks(t *testing.T) {
-	e := newTestEngine(t, gguf.Default(gguf.ArchQwen35), Options{Sequences: 64, MergeWindow: time.Millisecond})
+	for _, name := range []string{"qwen35", "qwen35-h64"} {
+		t.Run(name, func(t *testing.T) { testRecurrentConcurrentForks(t, hybridSpecs()[name]) })
+	}
+}
+
+func testRecurrentConcurrentForks(t *testing.T, spec gguf.Spec) {
+	e := newTestEngine(t, spec, Options{Sequences: 64, MergeWindow: time.Millisecond})
 	v := e.Info().VocabSize
 	ctx := context.Background()
 	prompt := testTokens(7, 30, v)
@@ -497,7 +503,13 @@ func TestRecurrentPaddedPasses(t *testing.T) {
 // the pads' removal must drop: truncating the padded sequence afterwards
 // and continuing equals a fresh evaluation.
 func TestRecurrentPaddedCheckpoint(t *testing.T) {
-	e := newTestEngine(t, hybridSpecs()["qwen35"], Options{Sequences: 8})
+	for _, name := range []string{"qwen35", "qwen35-h64"} {
+		t.Run(name, func(t *testing.T) { testRecurrentPaddedCheckpoint(t, hybridSpecs()[name]) })
+	}
+}
+
+func testRecurrentPaddedCheckpoint(t *testing.T, spec gguf.Spec) {
+	e := newTestEngine(t, spec, Options{Sequences: 8})
 	v := e.Info().VocabSize
 	ctx := context.Background()
 	a, err := e.NewSequence()
