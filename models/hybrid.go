@@ -186,11 +186,10 @@ func layout(seqs []int) (k, n int, err error) {
 
 // forward builds the graph of a text pass of k positions for each of n
 // sequences (the cache's StartForward has run); deltaStep runs the
-// delta-net layers when k <= maxStep (or k is 1). The engine uses it for
-// every text pass with n > 1 (which Model.Forward cannot run) and for
-// one-position passes of a single sequence (where deltaStep is faster
-// than the model's step: 15% less CPU time per decoded token on the
-// hybrid benchmark model).
+// delta-net layers when k <= maxStep (or k is 1), the model's chunked
+// delta-net the longer passes. The engine uses it for every text pass
+// (see Engine.buildForward). With the recurrence as one operator (wkv)
+// maxStep covers every pass.
 //
 // pd is the layout of a padded pass (k is then pd.pad), nil otherwise.
 func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int, pd *padded) (ml.Tensor, error) {

@@ -700,6 +700,11 @@ const stepNodes = 36
 // maxDeltaStep caps the passes deltaStep runs (see passGraph.step).
 const maxDeltaStep = 16
 
+// maxWKVStep caps the passes deltaStep runs as one operator (deltaWKV):
+// any pass, a prompt included, since its graph does not grow with the
+// positions; the model's chunked delta-net then never runs.
+const maxWKVStep = 1 << 20
+
 // newPassGraph reads the limit from the backend and the layer kinds from
 // the model's metadata as the backend holds it (per-layer KV head counts,
 // 0 for a delta-net layer; Load's own metadata read skips arrays). When
@@ -732,7 +737,7 @@ func (g passGraph) step(maxLen int) int {
 		if room < wkvNodes*g.recurrent {
 			return 0
 		}
-		return maxDeltaStep
+		return maxWKVStep
 	}
 	return max(0, min(maxDeltaStep, room/(stepNodes*g.recurrent)))
 }

@@ -568,7 +568,9 @@ func TestPassGraphBound(t *testing.T) {
 			var tensors, nodes int
 			e.inspect = func(c ml.Context) { tensors, nodes, _ = ggmlthread.Objects(c) }
 			v := e.Info().VocabSize
-			step := e.graph.step(e.maxLen)
+			// The longest pass deltaStep runs (the one-operator
+			// recurrence runs any: the engine's longest pass).
+			step := min(e.graph.step(e.maxLen), e.passTokens())
 			if want := name == "qwen35-h64"; e.graph.wkv != want || e.hybrid.wkv != want {
 				t.Fatalf("delta rule as one operator: graph %v, forward %v; want %v (heads of 64 on the CPU)", e.graph.wkv, e.hybrid.wkv, want)
 			}
@@ -577,7 +579,7 @@ func TestPassGraphBound(t *testing.T) {
 			}
 			// The longest padded pass planned (at least two sequences).
 			kp := 2
-			for kp < step && e.graph.paddedSeqs(kp+1, e.maxLen+kp+1) >= 2 {
+			for kp < min(step, maxCoverLen) && e.graph.paddedSeqs(kp+1, e.maxLen+kp+1) >= 2 {
 				kp++
 			}
 			for _, k := range []int{1, 2, kp, step} {
@@ -623,5 +625,79 @@ func TestPassGraphBound(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeltaRuleOperator: an engine that runs the delta rule as one
+// operator (heads of 64) gives the logits of the same engine with the
+// operator turned off, which runs prompts through the model's chunked
+// delta-net and short passes through the per-position graph: a 600-token
+// prompt (a 512-position pass and a shorter one), one step of 16 forks,
+// and a padded pass of leaves of several lengths.
+func TestDeltaRuleOperator(t *testing.T) {
+	spec := hybridSpecs()["qwen35-h64"]
+	on := newTestEngine(t, spec, Options{Sequences: 32})
+	off := newTestEngine(t, spec, Options{Sequences: 32})
+	off.hybrid.wkv, off.graph.wkv = false, false
+	if !on.hybrid.wkv || !on.graph.wkv {
+		t.Fatal("the operator is off for heads of 64 on the CPU")
+	}
+	v := on.Info().VocabSize
+	ctx := context.Background()
+	type engine struct {
+		e    *Engine
+		src  SeqID
+		seqs []SeqID
+	}
+	es := []*engine{{e: on}, {e: off}}
+	prompt := testTokens(1, 600, v)
+	lengths := []int{1, 3, 16, 2, 1, 9, 4, 1}
+	var got [2][][][]float32 // per engine: per round, the rows in order
+	for i, x := range es {
+		x.src, _ = x.e.NewSequence()
+		res, err := x.e.Eval(ctx, []EvalRequest{{Seq: x.src, Tokens: prompt, AllLogits: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = append(got[i], [][]float32{res[0].Logits[0], res[0].Logits[300], res[0].Logits[599]})
+		for range 16 {
+			f, err := x.e.Fork(x.src, len(prompt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.seqs = append(x.seqs, f)
+		}
+		var reqs []EvalRequest
+		for j, s := range x.seqs {
+			reqs = append(reqs, EvalRequest{Seq: s, Tokens: testTokens(10+j, 1, v)})
+		}
+		if res, err = x.e.Eval(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+		var rows [][]float32
+		for _, r := range res {
+			rows = append(rows, r.Logits[0])
+		}
+		got[i] = append(got[i], rows)
+		reqs = reqs[:0]
+		for j, n := range lengths {
+			reqs = append(reqs, EvalRequest{Seq: x.seqs[j], Tokens: testTokens(50+j, n, v), AllLogits: true})
+		}
+		if res, err = x.e.Eval(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+		rows = nil
+		for _, r := range res {
+			rows = append(rows, r.Logits...)
+		}
+		got[i] = append(got[i], rows)
+	}
+	for round, name := range []string{"prompt", "16 forks", "padded leaves"} {
+		if len(got[0][round]) != len(got[1][round]) {
+			t.Fatalf("%s: %d rows against %d", name, len(got[0][round]), len(got[1][round]))
+		}
+		for r := range got[0][round] {
+			assertClose(t, fmt.Sprintf("%s, row %d", name, r), got[0][round][r], got[1][round][r], tolFor(on))
+		}
 	}
 }
