@@ -122,8 +122,11 @@ func reportTokens(b *testing.B, tokens int, cpu0 time.Duration) {
 }
 
 // BenchmarkPrefill: a 512-token prompt on a fresh sequence, warm.
-func BenchmarkPrefill(b *testing.B) {
-	e := benchEngine(b, Options{})
+func BenchmarkPrefill(b *testing.B) { benchPrefill(b, benchEngine(b, Options{})) }
+
+// benchPrefill evaluates a benchPrompt-token prompt on a fresh sequence of
+// e per op.
+func benchPrefill(b *testing.B, e *Engine) {
 	toks := testTokens(1, benchPrompt, e.Info().VocabSize)
 	s, _ := e.NewSequence()
 	ctx := context.Background()

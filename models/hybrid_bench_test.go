@@ -101,22 +101,4 @@ func BenchmarkHybridForked16(b *testing.B) {
 // model: a 512-token prompt on a fresh sequence, warm (with heads of 64 the
 // delta rule runs as one operator; before, the model's chunked delta-net
 // ran it).
-func BenchmarkHybridPrefill(b *testing.B) {
-	e := hybridBenchEngine(b)
-	toks := testTokens(1, benchPrompt, e.Info().VocabSize)
-	s, _ := e.NewSequence()
-	ctx := context.Background()
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	for b.Loop() {
-		if _, err := e.Eval(ctx, []EvalRequest{{Seq: s, Tokens: toks}}); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if err := e.Truncate(s, 0); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
-	reportTokens(b, b.N*benchPrompt, cpu0)
-}
+func BenchmarkHybridPrefill(b *testing.B) { benchPrefill(b, hybridBenchEngine(b)) }

@@ -41,30 +41,38 @@ func field(v reflect.Value, name string) (unsafe.Pointer, bool) {
 	return unsafe.Pointer(f.UnsafeAddr()), true
 }
 
-// contextPtr is ctx's ggml_context.
-func contextPtr(ctx ml.Context) (*C.struct_ggml_context, bool) {
-	c, ok := ctx.(*ggml.Context)
-	if !ok || c == nil {
+// ptr reads the ggml pointer that Ollama keeps in x's field name (x a
+// non-nil pointer to a struct).
+func ptr(x any, name string) (unsafe.Pointer, bool) {
+	v := reflect.ValueOf(x)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return nil, false
 	}
-	p, ok := field(reflect.ValueOf(c).Elem(), "ctx")
+	p, ok := field(v.Elem(), name)
 	if !ok || *(*unsafe.Pointer)(p) == nil {
 		return nil, false
 	}
-	return *(**C.struct_ggml_context)(p), true
+	return *(*unsafe.Pointer)(p), true
+}
+
+// contextPtr is ctx's ggml_context.
+func contextPtr(ctx ml.Context) (*C.struct_ggml_context, bool) {
+	c, ok := ctx.(*ggml.Context)
+	if !ok {
+		return nil, false
+	}
+	p, ok := ptr(c, "ctx")
+	return (*C.struct_ggml_context)(p), ok
 }
 
 // tensorPtr is t's ggml_tensor.
 func tensorPtr(t ml.Tensor) (*C.struct_ggml_tensor, bool) {
 	gt, ok := t.(*ggml.Tensor)
-	if !ok || gt == nil {
+	if !ok {
 		return nil, false
 	}
-	p, ok := field(reflect.ValueOf(gt).Elem(), "t")
-	if !ok || *(*unsafe.Pointer)(p) == nil {
-		return nil, false
-	}
-	return *(**C.struct_ggml_tensor)(p), true
+	p, ok := ptr(gt, "t")
+	return (*C.struct_ggml_tensor)(p), ok
 }
 
 // wrap returns a Tensor of like's backend holding t.

@@ -1,38 +1,18 @@
 package ggmlop
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/ollama/ollama/ml"
-	_ "github.com/ollama/ollama/ml/backend" // registers the ggml backend
-	"github.com/ollama/ollama/model"
+	_ "github.com/ollama/ollama/ml/backend"   // registers the ggml backend
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
 
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
-
-// backend loads a small generated model for its ggml CPU backend.
-func backend(t *testing.T) ml.Backend {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := gguf.Write(path, gguf.Default(gguf.ArchLlama)); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(path, ml.BackendParams{AllocMemory: true, NumThreads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Backend().Close() })
-	if err := m.Backend().Load(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	return m.Backend()
-}
 
 // wkv7Ref is WKV7's recurrence written out: inputs [S, H, T] and states
 // [S*S*H, n] as flat slices.
@@ -70,7 +50,7 @@ func wkv7Ref(s, h, n int, r, w, k, v, a, b, state []float32) (y, final []float32
 // written out, for one and several sequences, heads of 64 and 128, and a
 // state given as a non-contiguous view (copied first).
 func TestWKV7(t *testing.T) {
-	b := backend(t)
+	b := testkit.OllamaModel(t, gguf.ArchLlama).Backend()
 	for _, tc := range []struct{ s, h, n, per int }{{64, 2, 1, 1}, {64, 3, 4, 5}, {128, 2, 3, 2}} {
 		t.Run(fmt.Sprintf("S=%d/H=%d/seqs=%d/positions=%d", tc.s, tc.h, tc.n, tc.per), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.s), uint64(tc.n)))

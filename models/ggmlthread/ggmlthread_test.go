@@ -1,10 +1,8 @@
 package ggmlthread_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/ollama/ollama/model/input"
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
 
+	"github.com/nesy-dev/nesy/internal/testkit"
 	"github.com/nesy-dev/nesy/models/ggmlthread"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -22,18 +21,7 @@ import (
 // with a KV cache for 128 sequences.
 func load(t *testing.T, arch string) model.Model {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), arch+".gguf")
-	if err := gguf.Write(path, gguf.Default(arch)); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(path, ml.BackendParams{AllocMemory: true, NumThreads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Backend().Close() })
-	if err := m.Backend().Load(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
+	m := testkit.OllamaModel(t, arch)
 	m.Config().Cache.Init(m.Backend(), ml.DTypeF16, 128, 2048, 64)
 	t.Cleanup(func() { m.Config().Cache.Close() })
 	return m
