@@ -237,7 +237,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		e.graph = newPassGraph(m.Backend())
 		if mm == nil {
 			e.hybrid = newHybridForward(m)
-			if e.hybrid != nil && params.GPULayers.Sum() > 0 {
+			if e.hybrid != nil && (o.DeltaRule == "graph" || o.DeltaRule == "auto" && params.GPULayers.Sum() > 0) {
 				e.hybrid.wkv = false
 			}
 			e.graph.wkv = e.hybrid != nil && e.hybrid.wkv
@@ -291,10 +291,14 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		}
 		e.costs = prior(time.Since(t0).Seconds())
 	}
-	log.Info("model loaded", "model", name, "arch", arch, "family", e.info.Family, "device", device,
+	attrs := []any{"model", name, "arch", arch, "family", e.info.Family, "device", device,
 		"threads", o.Threads, "batch", o.BatchSize, "ctx", o.ContextLength, "cache_cells", e.stats.CacheCells,
 		"sequences", o.Sequences, "kv_cache", o.KVCacheType, "flash_attention", o.flash == ml.FlashAttentionEnabled,
-		"vision", vision)
+		"vision", vision}
+	if e.hybrid != nil {
+		attrs = append(attrs, "delta_rule", map[bool]string{true: "operator", false: "graph"}[e.hybrid.wkv])
+	}
+	log.Info("model loaded", attrs...)
 	go e.loop()
 	return e, nil
 }

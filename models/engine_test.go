@@ -719,6 +719,7 @@ func TestCacheTypes(t *testing.T) {
 		{KVCacheType: "q8_0", FlashAttention: "off"},
 		{KVCacheType: "bf17"},
 		{FlashAttention: "sometimes"},
+		{DeltaRule: "fast"},
 		{GPULayers: -2},
 	} {
 		if e, err := Load(context.Background(), path, bad); err == nil {

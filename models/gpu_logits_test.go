@@ -108,3 +108,34 @@ func TestGPULogits(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUDeltaRule: Qwen3.5's delta rule as one operator (DeltaRule
+// "operator") on the GPU, where ggml's CUDA kernel runs it (heads of 128),
+// gives the CPU's logits with the general operators' graph, for the runs
+// of TestGPULogits (a prompt, batched steps of forks). DeltaRule "auto"
+// keeps the operator off GPU engines until this has passed on a GPU. Without
+// a GPU it compares the operator against the graph on the CPU.
+func TestGPUDeltaRule(t *testing.T) {
+	gpus := SystemInfo().GPUs()
+	if len(gpus) == 0 && os.Getenv("NESY_REQUIRE_GPU") == "1" {
+		t.Fatalf("NESY_REQUIRE_GPU=1 but ggml found no GPU (OLLAMA_LIBRARY_PATH=%q)", os.Getenv("OLLAMA_LIBRARY_PATH"))
+	}
+	spec := gpuLogitSpecs()["qwen35-hd128"]
+	ref := newTestEngine(t, spec, Options{GPULayers: -1, FlashAttention: "off", DeltaRule: "graph"})
+	opts, tol := Options{DeltaRule: "operator"}, 2e-2
+	if len(gpus) == 0 {
+		opts.GPULayers, tol = -1, 1e-2
+	}
+	e := newTestEngine(t, spec, opts)
+	if !e.hybrid.wkv || ref.hybrid.wkv {
+		t.Fatalf("operator: engine %v, reference %v", e.hybrid.wkv, ref.hybrid.wkv)
+	}
+	t.Logf("delta rule: reference (graph) on %s, operator on %s", ref.Info().Device, e.Info().Device)
+	want, got := gpuLogitRun(t, ref), gpuLogitRun(t, e)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, reference %d", len(got), len(want))
+	}
+	for i := range got {
+		assertClose(t, fmt.Sprintf("row %d", i), got[i], want[i], tol)
+	}
+}

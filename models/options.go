@@ -40,6 +40,14 @@ type Options struct {
 	// FlashAttention is "auto" (default: on when every layer runs on a GPU
 	// that supports it, or when the KV cache is quantized), "on" or "off".
 	FlashAttention string
+	// DeltaRule says how a Qwen3.5 model's gated delta-net recurrence runs:
+	// "operator" as one ggml operator (RWKV-7's generalized delta rule) for
+	// every pass, where the heads are a multiple of 64; "graph" as ggml's
+	// general operators (per position for short passes, the model's chunked
+	// form for long ones); "auto" (default) the operator where every layer
+	// runs on the CPU and the graph otherwise (the CUDA kernel has not been
+	// checked by nesy's GPU runs yet). Other models ignore it.
+	DeltaRule string
 	// GPULayers is the number of layers (the output layer counts as one)
 	// to run on GPUs, taken from the end of the network: 0 means all of them
 	// when ggml found a GPU backend (see docs/gpu.md), -1 means none.
@@ -134,6 +142,13 @@ func (o Options) withDefaults(trainedCtx int) (resolved, error) {
 		r.flash = ml.FlashAttentionDisabled
 	default:
 		return r, fmt.Errorf("models: flash attention must be auto, on or off, not %q", r.FlashAttention)
+	}
+	switch r.DeltaRule {
+	case "":
+		r.DeltaRule = "auto"
+	case "auto", "operator", "graph":
+	default:
+		return r, fmt.Errorf("models: delta rule must be auto, operator or graph, not %q", r.DeltaRule)
 	}
 	if r.GPULayers < -1 {
 		return r, fmt.Errorf("models: GPU layers must be -1 (none), 0 (all) or a count, not %d", r.GPULayers)

@@ -630,17 +630,17 @@ func TestPassGraphBound(t *testing.T) {
 
 // TestDeltaRuleOperator: an engine that runs the delta rule as one
 // operator (heads of 64) gives the logits of the same engine with the
-// operator turned off, which runs prompts through the model's chunked
+// operator turned off (DeltaRule "graph"), which runs prompts through the model's chunked
 // delta-net and short passes through the per-position graph: a 600-token
 // prompt (a 512-position pass and a shorter one), one step of 16 forks,
 // and a padded pass of leaves of several lengths.
 func TestDeltaRuleOperator(t *testing.T) {
 	spec := hybridSpecs()["qwen35-h64"]
 	on := newTestEngine(t, spec, Options{Sequences: 32})
-	off := newTestEngine(t, spec, Options{Sequences: 32})
-	off.hybrid.wkv, off.graph.wkv = false, false
-	if !on.hybrid.wkv || !on.graph.wkv {
-		t.Fatal("the operator is off for heads of 64 on the CPU")
+	off := newTestEngine(t, spec, Options{Sequences: 32, DeltaRule: "graph"})
+	if !on.hybrid.wkv || !on.graph.wkv || off.hybrid.wkv || off.graph.wkv {
+		t.Fatalf("operator on: %v %v, off: %v %v; want on by default for heads of 64 on the CPU, off with DeltaRule graph",
+			on.hybrid.wkv, on.graph.wkv, off.hybrid.wkv, off.graph.wkv)
 	}
 	v := on.Info().VocabSize
 	ctx := context.Background()
