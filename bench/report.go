@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -103,6 +104,15 @@ func runReport(s *Summary, recs []Record, plots []string) string {
 			share = 100 * float64(n) / float64(failed)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f%% |\n", stageTitle(st), n, share)
+	}
+
+	if len(s.Stops) > 0 {
+		// Why planning ended: a budget ("time", "memory", ...) that ends
+		// many tasks says the run was cut short, not that the method failed.
+		b.WriteString("\n## Why planning ended\n\n| Stop | Tasks |\n|---|---:|\n")
+		for _, st := range slices.Sorted(maps.Keys(s.Stops)) {
+			fmt.Fprintf(&b, "| %s | %d |\n", st, s.Stops[st])
+		}
 	}
 
 	b.WriteString("\n## Cost per task\n\n| | Mean | Median | Max | Total |\n|---|---:|---:|---:|---:|\n")

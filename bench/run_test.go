@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"os"
@@ -605,6 +606,20 @@ func TestSearchMemory(t *testing.T) {
 			}
 			if tc.stop != "" && recs[0].Stop != tc.stop {
 				t.Fatalf("stop %q, want %q (%s)", recs[0].Stop, tc.stop, recs[0].Reason)
+			}
+			// The summary and the report count the tasks by why planning
+			// ended.
+			data, err := os.ReadFile(filepath.Join(cfg.Out, SummaryFile))
+			var sum Summary
+			if err == nil {
+				err = json.Unmarshal(data, &sum)
+			}
+			if err != nil || sum.Stops[recs[0].Stop] != 1 || len(sum.Stops) != 1 {
+				t.Fatalf("summary stops %v for a task that stopped with %q (%v)", sum.Stops, recs[0].Stop, err)
+			}
+			report, err := os.ReadFile(filepath.Join(cfg.Out, ReportFile))
+			if err != nil || !strings.Contains(string(report), "## Why planning ended") || !strings.Contains(string(report), "| "+recs[0].Stop+" | 1 |") {
+				t.Fatalf("report lacks the stop table: %v", err)
 			}
 		})
 	}

@@ -53,6 +53,10 @@ type Summary struct {
 	SolvableRate float64 `json:"solvable_success_rate"`
 	// Failures counts failed tasks by stage (Stages).
 	Failures map[string]int `json:"failures"`
+	// Stops counts the tasks by why planning ended (Record.Stop: "goal",
+	// "time", "memory", "simulations", a decoder's end, ...; tasks without
+	// one are not counted).
+	Stops map[string]int `json:"stops,omitempty"`
 	// Types breaks success down by task type.
 	Types []TypeStat `json:"types"`
 	// Costs per task.
@@ -105,7 +109,7 @@ func stat(xs []float64) Stat {
 func Summarize(info RunInfo, recs []Record) *Summary {
 	s := &Summary{Env: info.Env, Suite: info.Suite, Method: info.Method, Mode: info.Mode, Model: info.Model, Split: info.Split,
 		PartiallyObservable: info.PartiallyObservable,
-		Tasks:               len(recs), Failures: map[string]int{}}
+		Tasks:               len(recs), Failures: map[string]int{}, Stops: map[string]int{}}
 	types := map[string]*TypeStat{}
 	groups := map[string]Cluster{}
 	var order []string
@@ -115,6 +119,9 @@ func Summarize(info RunInfo, recs []Record) *Summary {
 			s.Successes++
 		} else if r.FailureStage != "" {
 			s.Failures[r.FailureStage]++
+		}
+		if r.Stop != "" {
+			s.Stops[r.Stop]++
 		}
 		if r.PlanValid {
 			s.PlanValid++

@@ -46,7 +46,8 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench runs the tasks of an environment's suite with a method and a model and
 writes DIR/tasks.jsonl (one JSON object per task), DIR/summary.json,
 DIR/report.md (success in the layout of the paper's Table 2, by task type,
-failure stages, cost) and the plots DIR/success.svg and DIR/tokens.svg.
+failure stages, why planning ended (goal, time, memory, ...), cost) and the plots
+DIR/success.svg and DIR/tokens.svg.
 
 Methods: direct (one free command per turn with feedback), greedy, cgreedy
 (constrained greedy), mcts, cmcts (constrained MCTS), thinking (Qwen thinking
