@@ -38,7 +38,9 @@ func BenchmarkSimulations(b *testing.B) {
 // layer's weights as Qwen3.5-4B's), whose leaves share passes only since
 // the engine batches several sequences of recurrent models. On a busy
 // machine run batch=1 and batch=16 in turn (NESY_BENCH_EQUAL_PASSES=1: the
-// engine's passes of equal counts instead of padded ones, for comparison):
+// engine's passes of equal counts instead of padded ones, for comparison;
+// NESY_BENCH_DELTA_RULE=operator|graph the delta rule's path, e.g. the
+// operator on a GPU):
 //
 //	for i in 1 2 3; do for b in 1 16; do
 //	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
@@ -49,7 +51,7 @@ func BenchmarkHybridSimulations(b *testing.B) {
 		return s
 	})
 	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1),
-		EqualPasses: os.Getenv("NESY_BENCH_EQUAL_PASSES") == "1"})
+		EqualPasses: os.Getenv("NESY_BENCH_EQUAL_PASSES") == "1", DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE")})
 }
 
 // benchModel is modelPath, or the GGUF named by NESY_BENCH_MODEL.

@@ -87,6 +87,9 @@ func benchEngine(b *testing.B, opts Options) *Engine {
 		// NESY_BENCH_FLASH=on|off|auto measures either attention path.
 		opts.FlashAttention = os.Getenv("NESY_BENCH_FLASH")
 	}
+	// NESY_BENCH_DELTA_RULE=operator|graph|auto: either delta-rule path of
+	// a Qwen3.5 model (NESY_BENCH_MODEL), e.g. the operator on a GPU.
+	opts.DeltaRule = os.Getenv("NESY_BENCH_DELTA_RULE")
 	if opts.ContextLength == 0 {
 		opts.ContextLength = 4096
 	}

@@ -26,7 +26,8 @@ func hybridBenchSpec() gguf.Spec {
 }
 
 // hybridBenchEngine writes the benchmark's qwen35 model into a temporary
-// folder and loads it (NESY_BENCH_THREADS threads, default 1).
+// folder and loads it (NESY_BENCH_THREADS threads, default 1;
+// NESY_BENCH_DELTA_RULE the delta-rule path, default auto).
 func hybridBenchEngine(b *testing.B) *Engine {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "nesy-hybrid-bench-")
@@ -38,7 +39,8 @@ func hybridBenchEngine(b *testing.B) *Engine {
 	if err := gguf.Write(path, hybridBenchSpec()); err != nil {
 		b.Fatal(err)
 	}
-	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096})
+	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096,
+		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE")})
 	if err != nil {
 		b.Fatal(err)
 	}

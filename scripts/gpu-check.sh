@@ -23,6 +23,9 @@
 #   bench-*    prefill, decode, 16 forks (models) and MCTS simulations/s at
 #              batch 1 and 16 (mcts), on the reference llama and on a qwen35
 #              model of Qwen3.5-4B's layer shape
+#   *-qwen35-op the qwen35 model's benchmarks with its delta rule as one
+#              ggml operator (NESY_BENCH_DELTA_RULE=operator; gpu-logits'
+#              TestGPUDeltaRule checks its logits)
 #   diag-qwen35 where a decoded token's host time goes: ggml's CUDA-graph
 #              debug lines, a CPU profile (decode-qwen35.prof), decode
 #              with CUDA graphs off
@@ -485,6 +488,20 @@ if ((bench)); then
       _ "$repo" "$bin/mcts.test" "$b" "$mcts_benchtime" || true
     fig_files+=("$m:$out/$(printf '%02d' "$n")-mcts-$m.log")
   done
+  # The qwen35 model's delta rule as one operator on the GPU (DeltaRule
+  # "operator"; "auto" keeps it off GPU engines until TestGPUDeltaRule has
+  # passed on one): decode, 16 forks and the search, beside the graph's
+  # figures above.
+  if [[ -f "$models_dir/qwen35.gguf" ]]; then
+    step --quiet bench-qwen35-op 120 env NESY_BENCH_MODEL="$models_dir/qwen35.gguf" NESY_BENCH_DELTA_RULE=operator bash -c \
+      'cd "$1/models" && "$2" -test.run "^$" -test.bench "$3" -test.benchtime "$4" -test.timeout 10m' \
+      _ "$repo" "$bin/models.test" '^Benchmark(Decode|Forked16Batched|Forked16Single)$' "$benchtime" || true
+    fig_files+=("qwen35-operator:$out/$(printf '%02d' "$n")-bench-qwen35-op.log")
+    step --quiet mcts-qwen35-op 120 env NESY_BENCH_MODEL="$models_dir/qwen35.gguf" NESY_BENCH_DELTA_RULE=operator bash -c \
+      'cd "$1/mcts" && "$2" -test.run "^$" -test.bench "$3" -test.benchtime "$4" -test.timeout 10m' \
+      _ "$repo" "$bin/mcts.test" '^BenchmarkHybridSimulations$' "$mcts_benchtime" || true
+    fig_files+=("qwen35-operator:$out/$(printf '%02d' "$n")-mcts-qwen35-op.log")
+  fi
 fi
 
 # Where the host time of a decoded token goes (the first H200 run found
