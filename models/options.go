@@ -143,15 +143,24 @@ func (o Options) withDefaults(trainedCtx int) (resolved, error) {
 	default:
 		return r, fmt.Errorf("models: flash attention must be auto, on or off, not %q", r.FlashAttention)
 	}
-	switch r.DeltaRule {
-	case "":
+	if r.DeltaRule == "" {
 		r.DeltaRule = "auto"
-	case "auto", "operator", "graph":
-	default:
-		return r, fmt.Errorf("models: delta rule must be auto, operator or graph, not %q", r.DeltaRule)
+	}
+	if err := CheckDeltaRule(r.DeltaRule); err != nil {
+		return r, err
 	}
 	if r.GPULayers < -1 {
 		return r, fmt.Errorf("models: GPU layers must be -1 (none), 0 (all) or a count, not %d", r.GPULayers)
 	}
 	return r, nil
+}
+
+// CheckDeltaRule returns an error unless s is a value of Options.DeltaRule
+// ("auto", "operator" or "graph"; "" is auto).
+func CheckDeltaRule(s string) error {
+	switch s {
+	case "", "auto", "operator", "graph":
+		return nil
+	}
+	return fmt.Errorf("models: delta rule must be auto, operator or graph, not %q", s)
 }

@@ -80,6 +80,13 @@ with no forward pass, which says how much a model's prior adds.`,
 			if err != nil {
 				return err
 			}
+			memBytes, err := parseSearchMemory(searchMemory)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			if err := models.CheckDeltaRule(deltaRule); err != nil {
+				return fmt.Errorf("bench: --delta-rule: %w", err)
+			}
 			endPolicy, err := constraint.ParseEndPolicy(end)
 			if err != nil {
 				return fmt.Errorf("bench: --end: %w", err)
@@ -104,10 +111,6 @@ with no forward pass, which says how much a model's prior adds.`,
 			defer lm.Close()
 			if !cmd.Flags().Changed("no-revisit") {
 				noRevisit = planner.DefaultNoRevisit(planner.Method(method))
-			}
-			memBytes, err := parseSearchMemory(searchMemory)
-			if err != nil {
-				return fmt.Errorf("bench: %w", err)
 			}
 			cfg := bench.Config{
 				Env: env, Suite: suite, Method: method, Mode: mode, Model: lm, ModelName: name,

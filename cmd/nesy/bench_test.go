@@ -75,6 +75,13 @@ func TestBenchFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit 0", args)
 		}
 	}
+	// Bad sizes and delta rules are named before any model loads.
+	for flag, value := range map[string]string{"--search-memory": "lots", "--delta-rule": "fast"} {
+		args := []string{"bench", "--env", "blocksworld", "--method", "cmcts", "--model", "m", "--out", "o", flag, value}
+		if _, stderr, code := runNesy(t, args...); code == 0 || !strings.Contains(stderr, flag) {
+			t.Errorf("%v: exit %d, stderr %q; want an error naming %s", args, code, stderr, flag)
+		}
+	}
 }
 
 // TestBenchEndAtGoal: --end goal reaches the planner, is recorded in

@@ -301,6 +301,9 @@ func (f *planFlags) check() error {
 	if _, err := parseSearchMemory(f.searchMemory); err != nil {
 		return err
 	}
+	if err := models.CheckDeltaRule(f.deltaRule); err != nil {
+		return fmt.Errorf("--delta-rule: %w", err)
+	}
 	m, err := planner.ParseMethod(f.method, false)
 	if err != nil {
 		return fmt.Errorf("--method: %w", err)

@@ -92,6 +92,7 @@ func TestPlanCLI(t *testing.T) {
 		{"negative search batch", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--batch", "-1"}, 2, false, false, false},
 		{"negative rollout", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--rollout", "-1"}, 2, false, false, false},
 		{"negative rollout temperature", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--rollout", "5", "--rollout-temp", "-1"}, 2, false, false, false},
+		{"bad delta rule", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--delta-rule", "fast"}, 2, false, false, false},
 		{"bad search memory", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--search-memory", "lots"}, 2, false, false, false},
 		{"search memory below one node", []string{"--method", "cmcts", "--domain", oneD, "--problem", oneP, "--search-memory", "100B"}, 2, false, false, false},
 		// Two nodes' worth of memory stops the search (stop_reason

@@ -51,6 +51,9 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 			if o.Token == "" {
 				o.Token = os.Getenv("NESY_TOKEN")
 			}
+			if err := models.CheckDeltaRule(o.Engine.DeltaRule); err != nil {
+				return fmt.Errorf("--delta-rule: %w", err)
+			}
 			o.MaxBodyBytes = maxBody
 			if requestMemory != "" {
 				n, err := humanize.ParseBytes(requestMemory)
