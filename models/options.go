@@ -42,7 +42,8 @@ type Options struct {
 	FlashAttention string
 	// DeltaRule says how a Qwen3.5 model's gated delta-net recurrence runs:
 	// "operator" as one ggml operator (RWKV-7's generalized delta rule) for
-	// every pass, where the heads are a multiple of 64; "graph" as ggml's
+	// every pass, where the heads are a multiple of 64 (on a GPU: 64 or 128,
+	// the sizes of ggml's CUDA kernel); "graph" as ggml's
 	// general operators (per position for short passes, the model's chunked
 	// form for long ones); "auto" (default) the operator where every layer
 	// runs on the CPU and the graph otherwise (the CUDA kernel has not been
