@@ -16,7 +16,7 @@ import (
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/envs"
 	"github.com/nesy-dev/nesy/explore"
-	"github.com/nesy-dev/nesy/internal/sysmem"
+	"github.com/nesy-dev/nesy/mcts"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/planner"
 	"github.com/nesy-dev/nesy/trie"
@@ -93,7 +93,7 @@ type Config struct {
 	Heuristic   string
 	// SearchMemory bounds each search's tree, in bytes (mcts.NodeBytes per
 	// node): a search that reaches it stops with stop "memory", keeping its
-	// best plan. 0 means DefaultSearchMemory.
+	// best plan. 0 means mcts.DefaultSearchMemory.
 	SearchMemory int64
 	// Batch is the leaves a search evaluates per model call (0: the
 	// planner's default, 16). At batch b a search needs about b
@@ -213,7 +213,7 @@ func (c *Config) normalize() error {
 		c.Seconds = DefaultSeconds
 	}
 	if c.SearchMemory == 0 {
-		c.SearchMemory = DefaultSearchMemory()
+		c.SearchMemory = mcts.DefaultSearchMemory()
 	}
 	if c.Batch == planner.DefaultBatch {
 		c.Batch = 0 // the default, named or not: one run
@@ -263,18 +263,6 @@ func (c *Config) searchMemory() int64 {
 		return c.SearchMemory
 	}
 	return 0
-}
-
-// DefaultSearchMemory is Config.SearchMemory's default: half the machine's
-// physical memory (4 GiB where it cannot be read), the most one search of a
-// run may hold, so that a search over a large vocabulary with a flat prior
-// (a uniform model's tree can grow by gigabytes a minute) stops with stop
-// "memory" instead of the machine's out-of-memory kill.
-func DefaultSearchMemory() int64 {
-	if total := sysmem.Total(); total > 0 {
-		return total / 2
-	}
-	return 4 << 30
 }
 
 // endName is RunInfo.End for policy p.

@@ -578,7 +578,7 @@ func TestBatchDefaultNamed(t *testing.T) {
 // TestSearchMemory: a search run's memory bound reaches the search, which
 // stops with stop "memory" once its tree holds that many nodes' worth
 // (mcts.NodeBytes each), and run.json records the bound; unset, it is
-// DefaultSearchMemory; a decoding method records none.
+// mcts.DefaultSearchMemory; a decoding method records none.
 func TestSearchMemory(t *testing.T) {
 	env := openEnv(t, "blocksworld")
 	for _, tc := range []struct {
@@ -587,7 +587,7 @@ func TestSearchMemory(t *testing.T) {
 		stop         string
 	}{
 		{"a few nodes", MethodCMCTS, 4 * mcts.NodeBytes, 4 * mcts.NodeBytes, "memory"},
-		{"default", MethodCMCTS, 0, DefaultSearchMemory(), "simulations"},
+		{"default", MethodCMCTS, 0, mcts.DefaultSearchMemory(), "simulations"},
 		{"decoding", MethodCGreedy, 4 * mcts.NodeBytes, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -623,8 +623,8 @@ func TestSearchMemory(t *testing.T) {
 			}
 		})
 	}
-	if DefaultSearchMemory() <= 0 {
-		t.Fatalf("default search memory %d", DefaultSearchMemory())
+	if mcts.DefaultSearchMemory() <= 0 {
+		t.Fatalf("default search memory %d", mcts.DefaultSearchMemory())
 	}
 }
 

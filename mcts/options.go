@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/nesy-dev/nesy/internal/sysmem"
 	"github.com/nesy-dev/nesy/pddl/heuristic"
 )
 
@@ -282,6 +283,13 @@ func (o Options) withDefaults() (Options, error) {
 // the live heap per node on ALFWorld). A caller with a memory budget of B
 // bytes sets MaxNodes to B / NodeBytes.
 const NodeBytes = 8192
+
+// DefaultSearchMemory is the memory a search of nesy plan or nesy bench may
+// hold by default: half the machine's physical memory (sysmem.Half), so
+// that a search over a large vocabulary with a flat prior (a uniform
+// model's tree can grow by gigabytes a minute) stops with StopMemory
+// instead of meeting the machine's out-of-memory kill.
+func DefaultSearchMemory() int64 { return sysmem.Half() }
 
 // NodesFor is the MaxNodes that keeps a search within bytes of memory:
 // bytes / NodeBytes, at least 1 for a positive budget; 0 (no bound) for 0.

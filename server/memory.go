@@ -18,20 +18,13 @@ const (
 	// bindingBytes is what pddl's grounding holds per join binding until
 	// the task is built (pddl.GroundLimits.MaxBindings).
 	bindingBytes = 250
-	// fallbackMemory is the machine's memory assumed where it cannot be
-	// read.
-	fallbackMemory = 8 << 30
 )
 
 // DefaultRequestMemory is the default per-request memory budget: half the
 // machine's physical memory shared by maxConcurrent running requests (1 GiB
 // of 8 GiB assumed where the memory cannot be read).
 func DefaultRequestMemory(maxConcurrent int) int64 {
-	total := sysmem.Total()
-	if total <= 0 {
-		total = fallbackMemory
-	}
-	return total / 2 / int64(max(maxConcurrent, 1))
+	return sysmem.Half() / int64(max(maxConcurrent, 1))
 }
 
 // memActions is the most ground actions a request's budget holds.

@@ -154,7 +154,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Float64Var(&rolloutTemp, "rollout-temp", 0, "searches with --rollout: sample each rollout token at this temperature instead of taking the most likely (0: greedy)")
 	f.BoolVar(&noCollapse, "no-collapse", false, "searches: every token its own node, also where the constraint allows only one (forced chains are otherwise one edge)")
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
-	f.StringVar(&deltaRule, "delta-rule", "auto", "Qwen3.5 models' gated delta-net: auto (one ggml operator where every layer runs on the CPU), operator (also on a GPU) or graph (ggml's general operators)")
+	f.StringVar(&deltaRule, "delta-rule", "auto", deltaRuleUsage)
 	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	f.IntVar(&maxActions, "max-actions", bench.DefaultMaxActions, "longest plan")
 	f.IntVar(&maxTokens, "max-tokens", bench.DefaultMaxTokens, "most tokens in a decoded plan (greedy, cgreedy; a goal trace's tokens count)")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nesy-dev/nesy/bench"
 	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/decoder"
 	"github.com/nesy-dev/nesy/envs"
@@ -152,7 +151,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all)")
 	fl.IntVar(&f.ctx, "ctx", 0, "context length (0: the model's, at most 8192)")
 	fl.IntVar(&f.gpuLayers, "gpu-layers", 0, "layers on the GPU (0: all when one is found, -1: none)")
-	fl.StringVar(&f.deltaRule, "delta-rule", "auto", "Qwen3.5 models' gated delta-net: auto (one ggml operator where every layer runs on the CPU), operator (also on a GPU) or graph (ggml's general operators)")
+	fl.StringVar(&f.deltaRule, "delta-rule", "auto", deltaRuleUsage)
 	fl.StringVar(&f.flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	fl.BoolVar(&f.verbose, "verbose", false, "log model loading and engine messages")
 	return cmd
@@ -217,7 +216,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	end, _ := constraint.ParseEndPolicy(f.end)
 	memBytes, _ := parseSearchMemory(f.searchMemory) // checked above
 	if memBytes == 0 {
-		memBytes = bench.DefaultSearchMemory()
+		memBytes = mcts.DefaultSearchMemory()
 	}
 	opts := planner.Options{
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,

@@ -16,3 +16,17 @@ func SoftLimit(total int64, env string, frac float64) int64 {
 	}
 	return int64(float64(total) * frac)
 }
+
+// Fallback is the machine's memory assumed where Total cannot read it.
+const Fallback = 8 << 30
+
+// Half is half the machine's physical memory (half of Fallback where it
+// cannot be read): the default share of memory a command's budgets split,
+// leaving the rest to the OS and to anything beside it.
+func Half() int64 {
+	total := Total()
+	if total <= 0 {
+		total = Fallback
+	}
+	return total / 2
+}

@@ -27,3 +27,15 @@ func TestSoftLimit(t *testing.T) {
 		t.Errorf("Total() = %d", Total())
 	}
 }
+
+// TestHalf: half of the machine's memory where it can be read, half of
+// Fallback where not.
+func TestHalf(t *testing.T) {
+	want := Total() / 2
+	if Total() <= 0 {
+		want = Fallback / 2
+	}
+	if got := Half(); got != want || got <= 0 {
+		t.Fatalf("Half() = %d, want %d (Total %d)", got, want, Total())
+	}
+}

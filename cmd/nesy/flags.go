@@ -12,8 +12,11 @@ import (
 // searchMemoryUsage is the help of --search-memory, shared by plan and bench.
 const searchMemoryUsage = `bound each search's tree (mcts, cmcts) to this much memory, e.g. 2GiB or 500MB: a search that reaches it stops with stop "memory", keeping its best plan (default: half the machine's memory)`
 
+// deltaRuleUsage is the help of --delta-rule (plan, bench, serve).
+const deltaRuleUsage = "Qwen3.5 models' gated delta-net: auto (one ggml operator where every layer runs on the CPU), operator (also on a GPU) or graph (ggml's general operators)"
+
 // parseSearchMemory reads a --search-memory value: bytes, or 0 for "" (the
-// default, bench.DefaultSearchMemory).
+// default, mcts.DefaultSearchMemory).
 func parseSearchMemory(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
