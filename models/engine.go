@@ -236,16 +236,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		e.checkpoints = cc
 		e.graph = newPassGraph(m.Backend())
 		if mm == nil {
-			e.hybrid = newHybridForward(m)
-			if h := e.hybrid; h != nil {
-				onGPU := params.GPULayers.Sum() > 0
-				// ggml's CUDA kernel for the operator takes heads of 64
-				// and 128 only (it asserts, after claiming the operator).
-				cudaHeads := h.delta.dV == 64 || h.delta.dV == 128
-				if o.DeltaRule == "graph" || onGPU && (o.DeltaRule == "auto" || !cudaHeads) {
-					h.wkv = false
-				}
-			}
+			e.hybrid = newHybridForward(m, o.DeltaRule, params.GPULayers.Sum() > 0)
 			e.graph.wkv = e.hybrid != nil && e.hybrid.wkv
 		}
 	} else {

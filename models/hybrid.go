@@ -57,9 +57,8 @@ type hybridForward struct {
 	// ragged says deltaStep runs every delta-net layer, so the engine may
 	// plan padded passes (see padded).
 	ragged bool
-	// wkv says deltaStep runs the recurrence as one operator (deltaWKV):
-	// heads of a multiple of 64 on an engine whose layers all run on the
-	// CPU (the GPU kernels are not checked here).
+	// wkv says deltaStep runs the recurrence as one operator (deltaWKV);
+	// see useWKV.
 	wkv bool
 }
 
@@ -82,7 +81,9 @@ type padded struct {
 	real    ml.Tensor // the own positions' places in the pass [T]
 	scatter ml.Tensor // the own row each place of the pass takes [pad*n]
 	// valid is 1 at each own position's place in the pass and 0 at the
-	// pads [pad*n] (deltaWKV's pads are steps that change nothing).
+	// pads [pad*n] (deltaWKV's pads are steps that change nothing); set
+	// only with the operator, active and order only without it
+	// (recurrenceOrder).
 	valid ml.Tensor
 	// order gives each own position (by sequence, then position) its
 	// column in the recurrence's outputs, which come by position, then
@@ -100,10 +101,11 @@ type deltaDims struct {
 }
 
 // newHybridForward returns the hybridForward of a Qwen3.5 model,
-// or nil for any other model. The engine uses it for models loaded
+// or nil for any other model; rule is Options.DeltaRule and onGPU says
+// some layer runs on a GPU (see useWKV). The engine uses it for models loaded
 // without a vision encoder only (image passes run alone through
 // Model.Forward).
-func newHybridForward(m model.Model) *hybridForward {
+func newHybridForward(m model.Model, rule string, onGPU bool) *hybridForward {
 	qm, ok := m.(*qwen3next.Model)
 	if !ok || qm.Options == nil {
 		return nil
@@ -132,8 +134,25 @@ func newHybridForward(m model.Model) *hybridForward {
 			h.ragged = false
 		}
 	}
-	h.wkv = h.ragged && h.delta.dV%64 == 0
+	h.wkv = useWKV(rule, onGPU, h.ragged, h.delta.dV)
 	return h
+}
+
+// useWKV decides Options.DeltaRule for a model whose delta-net layers
+// deltaStep runs (ragged) with value heads of d: "graph" never uses the
+// operator, "auto" only on the CPU, "operator" wherever the kernel takes d.
+// ggml's CPU kernel steps through a head in four SIMD widths (a multiple
+// of 64 covers AVX-512's), its CUDA kernel takes heads of 64 and 128 only
+// (and asserts on others after claiming the operator).
+func useWKV(rule string, onGPU, ragged bool, d int) bool {
+	switch {
+	case !ragged || rule == "graph" || onGPU && rule != "operator":
+		return false
+	case onGPU:
+		return d == 64 || d == 128
+	default:
+		return d%64 == 0
+	}
 }
 
 // positions is the model's position input: the positions, or for

@@ -382,32 +382,18 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		b.parts = append(b.parts, part)
 	}
 	b.setInputs(ctx, &ib, tokens, outputs, len(own))
-	// The recurrence's outputs come by position, then sequence (of the
-	// sequences with that position, a prefix as they come longest first):
-	// position k of sequence s is column offset[k] + s.
-	active := make([]int, p.pad)
-	offset := make([]int32, p.pad+1)
-	for k := range p.pad {
-		for _, l := range lengths {
-			if int(l) > k {
-				active[k]++
-			}
-		}
-		offset[k+1] = offset[k] + int32(active[k])
-	}
-	order := make([]int32, 0, len(own))
-	for s, l := range lengths {
-		for k := range int(l) {
-			order = append(order, offset[k]+int32(s))
-		}
-	}
 	pd := &padded{
-		pad: p.pad, lengths: lengths, active: active,
+		pad: p.pad, lengths: lengths,
 		inputs:  ctx.Input().FromInts(own, len(own)),
 		real:    ctx.Input().FromInts(real, len(real)),
 		scatter: ctx.Input().FromInts(scatter, len(scatter)),
-		order:   ctx.Input().FromInts(order, len(order)),
-		valid:   ctx.Input().FromFloats(valid, len(valid)),
+	}
+	if e.hybrid.wkv {
+		pd.valid = ctx.Input().FromFloats(valid, len(valid))
+	} else {
+		var order []int32
+		pd.active, order = recurrenceOrder(lengths, p.pad, len(own))
+		pd.order = ctx.Input().FromInts(order, len(order))
 	}
 	unlock := e.lockDevices()
 	err := e.forward(ctx, ib, b, pd)
@@ -416,6 +402,33 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		ctx.Close()
 	}
 	return err
+}
+
+// recurrenceOrder lays out the per-position recurrence of a padded pass
+// (hybridForward.deltaSteps) of sequences of lengths (longest first) and
+// pad positions: active[k] is how many sequences have a position k (a
+// prefix), and order gives each of the own positions, by sequence then
+// position, its column in the recurrence's outputs, which come by
+// position, then sequence (position k of sequence s: the active counts of
+// the positions before k, plus s).
+func recurrenceOrder(lengths []int32, pad, own int) (active []int, order []int32) {
+	active = make([]int, pad)
+	offset := make([]int32, pad+1)
+	for k := range pad {
+		for _, l := range lengths {
+			if int(l) > k {
+				active[k]++
+			}
+		}
+		offset[k+1] = offset[k] + int32(active[k])
+	}
+	order = make([]int32, 0, own)
+	for s, l := range lengths {
+		for k := range int(l) {
+			order = append(order, offset[k]+int32(s))
+		}
+	}
+	return active, order
 }
 
 func rowCount(r *reqState, from, n int) int {

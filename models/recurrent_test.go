@@ -701,3 +701,31 @@ func TestDeltaRuleOperator(t *testing.T) {
 		}
 	}
 }
+
+// TestUseWKV: which engines run the delta rule as one operator, by
+// DeltaRule, device and head size (the GPU cases cannot run here).
+func TestUseWKV(t *testing.T) {
+	for _, tc := range []struct {
+		rule          string
+		onGPU, ragged bool
+		d             int
+		want          bool
+	}{
+		{"auto", false, true, 64, true},
+		{"auto", false, true, 128, true},
+		{"auto", false, true, 256, true},
+		{"auto", false, true, 16, false},
+		{"auto", false, false, 128, false},
+		{"auto", true, true, 128, false},
+		{"graph", false, true, 128, false},
+		{"operator", false, true, 128, true},
+		{"operator", false, true, 32, false},
+		{"operator", true, true, 64, true},
+		{"operator", true, true, 128, true},
+		{"operator", true, true, 256, false},
+	} {
+		if got := useWKV(tc.rule, tc.onGPU, tc.ragged, tc.d); got != tc.want {
+			t.Errorf("useWKV(%q, GPU %v, ragged %v, heads %d) = %v, want %v", tc.rule, tc.onGPU, tc.ragged, tc.d, got, tc.want)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func field(v reflect.Value, name string) (unsafe.Pointer, bool) {
 }
 
 // ptr reads the ggml pointer that Ollama keeps in x's field name (x a
-// non-nil pointer to a struct).
+// pointer to a struct; false for a nil one).
 func ptr(x any, name string) (unsafe.Pointer, bool) {
 	v := reflect.ValueOf(x)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
@@ -57,22 +57,16 @@ func ptr(x any, name string) (unsafe.Pointer, bool) {
 
 // contextPtr is ctx's ggml_context.
 func contextPtr(ctx ml.Context) (*C.struct_ggml_context, bool) {
-	c, ok := ctx.(*ggml.Context)
-	if !ok {
-		return nil, false
-	}
+	c, isGGML := ctx.(*ggml.Context)
 	p, ok := ptr(c, "ctx")
-	return (*C.struct_ggml_context)(p), ok
+	return (*C.struct_ggml_context)(p), isGGML && ok
 }
 
 // tensorPtr is t's ggml_tensor.
 func tensorPtr(t ml.Tensor) (*C.struct_ggml_tensor, bool) {
-	gt, ok := t.(*ggml.Tensor)
-	if !ok {
-		return nil, false
-	}
+	gt, isGGML := t.(*ggml.Tensor)
 	p, ok := ptr(gt, "t")
-	return (*C.struct_ggml_tensor)(p), ok
+	return (*C.struct_ggml_tensor)(p), isGGML && ok
 }
 
 // wrap returns a Tensor of like's backend holding t.
