@@ -236,3 +236,49 @@ func TestFromHF(t *testing.T) {
 		t.Error("FromHF of a missing file succeeded")
 	}
 }
+
+// TestPadRealVocabulary pads the real Qwen3 vocabulary to its GGUFs'
+// 151,936 rows: the file's vocabulary and embedding have that many
+// entries, the pads are unused "[PADn]" tokens, the real tokens are
+// untouched, the caller's Tokenizer is not modified, and a size below the
+// tokenizer's is refused.
+func TestPadRealVocabulary(t *testing.T) {
+	tok, err := FromHF(testenv.Tokenizer(t, "qwen3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(tok.Tokens)
+	const size = 151936
+	if n >= size {
+		t.Fatalf("the Qwen3 tokenizer has %d tokens, expected fewer than %d", n, size)
+	}
+	s := Default(ArchQwen3)
+	s.Tokenizer, s.VocabSize = tok, size
+	_, meta := writeRead(t, s)
+	if len(tok.Tokens) != n {
+		t.Errorf("the caller's tokenizer grew from %d to %d tokens", n, len(tok.Tokens))
+	}
+	kv := meta.KV()
+	tokens, types := kv.Strings("tokenizer.ggml.tokens"), kv.Ints("tokenizer.ggml.token_type")
+	if len(tokens) != size || len(types) != size {
+		t.Fatalf("%d tokens, %d types; want %d", len(tokens), len(types), size)
+	}
+	for i := range n {
+		if tokens[i] != tok.Tokens[i] || types[i] != tok.Types[i] {
+			t.Fatalf("token %d is %q (type %d), want %q (type %d)", i, tokens[i], types[i], tok.Tokens[i], tok.Types[i])
+		}
+	}
+	for _, i := range []int{n, size - 1} {
+		if want := fmt.Sprintf("[PAD%d]", i); tokens[i] != want || types[i] != TypeUnused {
+			t.Errorf("token %d is %q (type %d), want %q (unused)", i, tokens[i], types[i], want)
+		}
+	}
+	emb := meta.Tensors().GroupLayers()["token_embd"]["weight"]
+	if emb == nil || emb.Shape[1] != size {
+		t.Errorf("token_embd %v, want %d rows", emb, size)
+	}
+	s.VocabSize = n - 1
+	if err := Write(filepath.Join(t.TempDir(), "small.gguf"), s); err == nil || !strings.Contains(err.Error(), "below the tokenizer's") {
+		t.Errorf("a size below the tokenizer's: %v", err)
+	}
+}

@@ -101,8 +101,10 @@ type Spec struct {
 	// architecture: SyntheticSPM(VocabSize) for llama, SyntheticBPE(VocabSize)
 	// for qwen3, SyntheticGemma for gemma3.
 	Tokenizer *Tokenizer
-	// VocabSize pads the synthetic vocabulary to this many tokens (ignored
-	// when Tokenizer is set). 0 keeps the synthetic vocabulary's own size.
+	// VocabSize pads the vocabulary to this many tokens with unused
+	// "[PADn]" entries, as converters pad a real model's vocabulary to its
+	// embedding's rows (Qwen's GGUFs: 151,936 for the 151,669 tokens of
+	// its tokenizer.json). 0 keeps the vocabulary's own size.
 	VocabSize int
 
 	// Vision adds a vision encoder (gemma3 only): a SigLIP tower over
@@ -235,6 +237,13 @@ func (s Spec) normalize() (Spec, error) {
 		if err := s.normalizeVision(); err != nil {
 			return s, err
 		}
+	}
+	if s.Tokenizer != nil && s.VocabSize > 0 {
+		t, err := padded(s.Tokenizer, s.VocabSize)
+		if err != nil {
+			return s, err
+		}
+		s.Tokenizer = t
 	}
 	if s.Tokenizer == nil {
 		var err error

@@ -295,6 +295,33 @@ func SyntheticBPE(size int) (*Tokenizer, error) {
 	return t, nil
 }
 
+// padded returns a copy of t padded to size tokens with unused "[PADn]"
+// entries (n the token's id), as llama.cpp's converter pads a vocabulary
+// to the embedding's rows; t itself is left as it is.
+func padded(t *Tokenizer, size int) (*Tokenizer, error) {
+	if size < len(t.Tokens) {
+		return nil, fmt.Errorf("gguf: vocabulary size %d is below the tokenizer's %d tokens", size, len(t.Tokens))
+	}
+	c := *t
+	c.Tokens = slices.Clone(t.Tokens)
+	c.Types = slices.Clone(t.Types)
+	c.Scores = slices.Clone(t.Scores)
+	seen := seenTokens(&c)
+	for len(c.Tokens) < size {
+		tok := "[PAD" + strconv.Itoa(len(c.Tokens)) + "]"
+		if seen[tok] {
+			return nil, fmt.Errorf("gguf: cannot pad the vocabulary: it already has a token %q", tok)
+		}
+		seen[tok] = true
+		c.Tokens = append(c.Tokens, tok)
+		c.Types = append(c.Types, TypeUnused)
+		if c.Scores != nil {
+			c.Scores = append(c.Scores, 0)
+		}
+	}
+	return &c, nil
+}
+
 // TrainBPE learns a byte-level BPE vocabulary from texts: the 256 byte
 // symbols, up to merges merges (fewer when every pre-tokenized word of the
 // texts is one token), and Qwen's chat tokens (<|endoftext|>,
