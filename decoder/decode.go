@@ -386,10 +386,12 @@ func (r *run) emit(e Event) {
 	}
 }
 
-// feed evaluates toks on the run's sequence and keeps the last logit row.
-func (r *run) feed(ctx context.Context, toks []int32) error {
+// feed evaluates toks on the run's sequence and keeps the last logit row;
+// cands, when not nil, are the only tokens whose logits the run reads
+// next (models.EvalRequest.Candidates).
+func (r *run) feed(ctx context.Context, toks, cands []int32) error {
 	t0 := time.Now()
-	res, err := r.lm.Eval(ctx, []models.EvalRequest{{Seq: r.seq, Tokens: toks}})
+	res, err := r.lm.Eval(ctx, []models.EvalRequest{{Seq: r.seq, Tokens: toks, Candidates: cands}})
 	r.res.ModelSeconds += time.Since(t0).Seconds()
 	r.res.ModelCalls++
 	if err != nil {
@@ -454,15 +456,16 @@ func (r *run) decode(ctx context.Context) error {
 			i := 0
 			switch {
 			case r.set.Len() > 1:
-				if err := r.flush(ctx); err != nil {
+				if err := r.flush(ctx, r.set.IDs); err != nil {
 					return err
 				}
 				i = r.sm.Pick(r.logits, r.set.IDs)
 			case !r.opts.Sampling.Greedy():
-				// A forced token: the logits do not matter, but the
+				// A forced token: the logits do not matter (they may be
+				// masked to an earlier choice's candidates), but the
 				// sampler draws as it always does, so that a seed gives
 				// the same plan however the tokens are fed.
-				i = r.sm.Pick(r.logits, r.set.IDs)
+				r.sm.Skip()
 			}
 			tok = r.set.IDs[i]
 			t1 := time.Now()
@@ -503,24 +506,26 @@ func (r *run) decode(ctx context.Context) error {
 		if r.opts.Constrained {
 			r.pending = append(r.pending, tok)
 			if r.opts.FeedEachToken {
-				if err := r.flush(ctx); err != nil {
+				if err := r.flush(ctx, nil); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		if err := r.feed(ctx, []int32{tok}); err != nil {
+		if err := r.feed(ctx, []int32{tok}, nil); err != nil {
 			return err
 		}
 	}
 }
 
-// flush feeds the pending constrained tokens in one model call.
-func (r *run) flush(ctx context.Context) error {
+// flush feeds the pending constrained tokens in one model call; cands are
+// the tokens allowed after them, whose logits the run reads next (nil:
+// all).
+func (r *run) flush(ctx context.Context, cands []int32) error {
 	if len(r.pending) == 0 {
 		return nil
 	}
-	err := r.feed(ctx, r.pending)
+	err := r.feed(ctx, r.pending, cands)
 	r.pending = r.pending[:0]
 	return err
 }
@@ -544,7 +549,7 @@ func (r *run) think(ctx context.Context, room func() int) error {
 			}
 			text.WriteString("\n</think>\n\n")
 			r.res.Thinking = text.String()
-			return r.feed(ctx, close)
+			return r.feed(ctx, close, nil)
 		}
 		tok := int32(r.sm.Pick(r.logits, nil))
 		if r.idx.IsEnd(tok) || (!r.idx.IsText(tok) && !bytes.Equal(r.idx.Text(tok), []byte("</think>"))) {
@@ -555,7 +560,7 @@ func (r *run) think(ctx context.Context, room func() int) error {
 		text.Write(r.idx.Text(tok))
 		r.res.ThinkingTokens++
 		r.emit(Event{Kind: EventToken, Token: tok, Text: string(r.idx.Text(tok)), Thinking: true})
-		if err := r.feed(ctx, []int32{tok}); err != nil {
+		if err := r.feed(ctx, []int32{tok}, nil); err != nil {
 			return err
 		}
 	}

@@ -169,10 +169,12 @@ func TestConstrainedPlansValidate(t *testing.T) {
 	t.Logf("%d constrained plans validated (%d reach the goal, %d dead ends)", total, goals, deadEnds)
 }
 
-// TestForcedRunsFedAtOnce: greedy constrained decoding with forced runs fed
-// in one call writes the plans that feeding every token alone writes (the
-// logits differ only by float rounding, far below these models' margins),
-// in fewer model calls over fewer fed tokens.
+// TestForcedRunsFedAtOnce: constrained decoding with forced runs fed in one
+// call (and only the allowed tokens' logits computed, where the engine can)
+// writes the plans that feeding every token alone with every logit writes
+// (the logits differ only by float rounding, far below these models'
+// margins), greedy and sampled with a seed, in fewer model calls over
+// fewer fed tokens.
 func TestForcedRunsFedAtOnce(t *testing.T) {
 	tasks := datasetTasks(t, 3)
 	for _, family := range modelFamilies {
@@ -183,19 +185,21 @@ func TestForcedRunsFedAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			each, err := sess.Decode(context.Background(), Options{Constrained: true, FeedEachToken: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			once, err := sess.Decode(context.Background(), Options{Constrained: true})
-			if err != nil {
-				t.Fatal(err)
+			for _, sampling := range []Sampling{{}, {Temperature: 1, Seed: 3}} {
+				each, err := sess.Decode(context.Background(), Options{Constrained: true, FeedEachToken: true, Sampling: sampling})
+				if err != nil {
+					t.Fatal(err)
+				}
+				once, err := sess.Decode(context.Background(), Options{Constrained: true, Sampling: sampling})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				same += btoi(slices.Equal(each.Tokens, once.Tokens))
+				callsEach += each.ModelCalls
+				callsAtOnce += once.ModelCalls
 			}
 			sess.Close()
-			n++
-			same += btoi(slices.Equal(each.Tokens, once.Tokens))
-			callsEach += each.ModelCalls
-			callsAtOnce += once.ModelCalls
 		}
 		t.Logf("%s: %d of %d plans the same; %d model calls against %d", family, same, n, callsAtOnce, callsEach)
 		if same != n {

@@ -137,6 +137,14 @@ func (sm *Sampler) Pick(logits []float32, ids []int32) int {
 	return int(c[len(c)-1].id)
 }
 
+// Skip consumes the draw Pick makes among one candidate (a forced token),
+// so that the draws after it do not depend on whether it was picked.
+func (sm *Sampler) Skip() {
+	if !sm.s.Greedy() {
+		sm.rng.Float64()
+	}
+}
+
 // argmax returns the index of the largest logit (the first of equal ones;
 // NaN never wins; 0 when every logit is NaN or -Inf).
 func argmax(logits []float32) int {

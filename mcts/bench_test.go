@@ -24,7 +24,12 @@ import (
 //
 // NESY_BENCH_MODEL names a GGUF to use instead of the generated model (for
 // both benchmarks; scripts/gpu-check.sh passes a larger qwen35 model to
-// BenchmarkHybridSimulations this way).
+// BenchmarkHybridSimulations this way). NESY_BENCH_PRIOR=flat runs the model
+// as usual but gives the search a flat prior (its logits zeroed), so that
+// every model grows the same tree and evaluates the same tokens: the batch
+// sizes' ratio then compares engines, not the trees two models' random
+// weights happen to grow. NESY_BENCH_FULL_LOGITS=1 computes every token's
+// logit (models.Options.FullLogits) instead of the candidates' only.
 func BenchmarkSimulations(b *testing.B) {
 	path := benchModel(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
 	benchSearches(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
@@ -68,7 +73,12 @@ func benchModel(b *testing.B, name string, spec func(testing.TB) gguf.Spec) stri
 // the first ALFWorld task: simulations per second, batch occupancy, model
 // passes per search and CPU time per simulation.
 func benchSearches(b *testing.B, path string, mopts models.Options) {
-	lm, idx := loadModel(b, path, mopts)
+	mopts.FullLogits = os.Getenv("NESY_BENCH_FULL_LOGITS") == "1"
+	eng, idx := loadModel(b, path, mopts)
+	var lm models.LM = eng
+	if os.Getenv("NESY_BENCH_PRIOR") == "flat" {
+		lm = flatPrior{eng}
+	}
 	lex := loadTask(b, "", alfworldGames(b)[0])
 	sp, err := constraint.New(idx, lex, constraint.Options{StopAtGoal: true})
 	if err != nil {
@@ -81,7 +91,7 @@ func benchSearches(b *testing.B, path string, mopts models.Options) {
 	for _, batch := range []int{1, 16} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			sims, occ, recomputed := 0, 0.0, int64(0)
-			calls, toks := lm.Stats().ModelCalls, lm.Stats().EvaluatedTokens
+			st0 := lm.Stats()
 			cpu0 := cpuTime()
 			for b.Loop() {
 				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
@@ -94,14 +104,29 @@ func benchSearches(b *testing.B, path string, mopts models.Options) {
 			}
 			b.ReportMetric(float64(sims)/b.Elapsed().Seconds(), "sims/s")
 			b.ReportMetric(occ, "occupancy")
-			b.ReportMetric(float64(lm.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
-			b.ReportMetric(float64(lm.Stats().EvaluatedTokens-toks)/float64(b.N), "tokens/op")
+			st := lm.Stats()
+			b.ReportMetric(float64(st.ModelCalls-st0.ModelCalls)/float64(b.N), "passes/op")
+			b.ReportMetric(float64(st.EvaluatedTokens-st0.EvaluatedTokens)/float64(b.N), "tokens/op")
+			b.ReportMetric(float64(st.PaddedPositions-st0.PaddedPositions)/float64(b.N), "pads/op")
 			b.ReportMetric(float64(recomputed)/float64(b.N), "recomputed/op")
 			// CPU time per simulation: steadier than sims/s when other
 			// processes load the machine (one ggml thread does not spin).
 			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(sims), "cpu-ms/sim")
 		})
 	}
+}
+
+// flatPrior evaluates with its model and zeroes the logits it returns.
+type flatPrior struct{ models.LM }
+
+func (f flatPrior) Eval(ctx context.Context, reqs []models.EvalRequest) ([]models.EvalResult, error) {
+	res, err := f.LM.Eval(ctx, reqs)
+	for _, r := range res {
+		for _, row := range r.Logits {
+			clear(row)
+		}
+	}
+	return res, err
 }
 
 // cpuTime is the process's user+system CPU time so far.

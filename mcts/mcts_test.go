@@ -3,6 +3,7 @@ package mcts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -761,5 +762,39 @@ func TestRolloutsKeepBudget(t *testing.T) {
 		if over := res.Stats.EvaluatedTokens - budget; res.Stop != StopTokens || over > 100 {
 			t.Errorf("T=%g: stop %s, %d tokens evaluated against a budget of %d (%d over)", temp, res.Stop, res.Stats.EvaluatedTokens, budget, over)
 		}
+	}
+}
+
+// TestCandidateLogitsSameSearch: a search whose engine computes only the
+// allowed tokens' logits (the default on the CPU) repeats the search of an
+// engine that computes them all (models.Options.FullLogits): the same
+// plan, tokens, simulations and tree, at batch 1 and 16 and with rollouts,
+// while its passes compute only the candidates.
+func TestCandidateLogitsSameSearch(t *testing.T) {
+	path := modelPath(t, "qwen3", testModelSpec)
+	lex := loadTask(t, "", alfworldGame(t, 0))
+	for _, opts := range []Options{
+		{Batch: 1, Simulations: 60},
+		{Batch: 16, Simulations: 150},
+		{Batch: 16, Simulations: 60, Rollout: 3},
+	} {
+		t.Run(fmt.Sprintf("batch%d-rollout%d", opts.Batch, opts.Rollout), func(t *testing.T) {
+			var runs [2]*Result
+			for i, full := range []bool{true, false} {
+				lm, idx := loadModel(t, path, models.Options{Sequences: 128, FullLogits: full})
+				st := newSetup(t, lm, idx, lex, constraint.Options{StopAtGoal: true, MaxActions: 30})
+				opts.Exhaust, opts.Seed = true, 1
+				runs[i] = st.search(t, opts)
+				if got := lm.Stats().CandidatePasses; (got > 0) == full {
+					t.Fatalf("FullLogits %v: %d passes computed only the candidates", full, got)
+				}
+			}
+			a, b := runs[0], runs[1]
+			if !slices.Equal(a.Plan, b.Plan) || !slices.Equal(a.Tokens, b.Tokens) ||
+				a.Stats.Simulations != b.Stats.Simulations || a.Stats.Nodes != b.Stats.Nodes ||
+				a.Stats.EvaluatedTokens != b.Stats.EvaluatedTokens || a.Stats.MaxDepth != b.Stats.MaxDepth {
+				t.Errorf("full logits and candidate logits searched differently:\n%v %+v\n%v %+v", a.Texts, a.Stats, b.Texts, b.Stats)
+			}
+		})
 	}
 }

@@ -164,7 +164,7 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 						done = r.stops(cur, s.opts.Rollout)
 					}
 					if !done {
-						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: run})
+						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: run, Candidates: s.candidateIDs(r.cur)})
 						stepping = append(stepping, r)
 					}
 				}

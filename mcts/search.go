@@ -235,7 +235,7 @@ func (s *searcher) run(prompt []int32) (string, error) {
 		return "", fmt.Errorf("mcts: prompt sequence: %w", err)
 	}
 	s.hold(s.root, seq)
-	res, err := s.lm.Eval(s.ctx, []models.EvalRequest{{Seq: seq, Tokens: prompt}})
+	res, err := s.lm.Eval(s.ctx, []models.EvalRequest{{Seq: seq, Tokens: prompt, Candidates: s.candidateIDs(s.root.cur)}})
 	if err != nil {
 		if cerr := s.ctx.Err(); cerr != nil {
 			return StopCanceled, cerr
@@ -351,6 +351,16 @@ func (s *searcher) selectBatch() []*node {
 		leaves = append(leaves, leaf)
 	}
 	return leaves
+}
+
+// candidateIDs returns the tokens whose logits the search reads at c (the
+// allowed ones; nil, all of them, without the constraint), so that the
+// model may compute only those (models.EvalRequest.Candidates).
+func (s *searcher) candidateIDs(c constraint.Cursor) []int32 {
+	if s.opts.Unconstrained {
+		return nil
+	}
+	return s.mask(c).ids
 }
 
 // lastRow returns the logits of a result's last position.

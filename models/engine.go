@@ -14,6 +14,7 @@ import (
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
@@ -76,6 +77,10 @@ type Engine struct {
 	free  []int       // scratch: the free cells the next pass would take
 	own   []*reqState // scratch: a job's requests being priced
 	costs *costFit    // pass cost model (nil for recurrent caches)
+	// output is the model's output projection where passes may compute
+	// only their rows' candidates (see selection); nil where they always
+	// compute every token's logit.
+	output *nn.Linear
 	// hybrid runs every pass of a recurrent Qwen3.5 text model (nil
 	// otherwise; see hybridForward and buildForward).
 	hybrid *hybridForward
@@ -242,6 +247,11 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
 	}
+	if !o.FullLogits && params.GPULayers.Sum() == 0 {
+		// On the CPU only: ggml's CUDA get_rows lacks the k-quants that
+		// output weights often use, and a GPU's full product is cheap.
+		e.output = outputLinear(m)
+	}
 	var params64 int64
 	for _, t := range meta.Tensors().Items() {
 		params64 += int64(t.Elements())
@@ -291,7 +301,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	attrs := []any{"model", name, "arch", arch, "family", e.info.Family, "device", device,
 		"threads", o.Threads, "batch", o.BatchSize, "ctx", o.ContextLength, "cache_cells", e.stats.CacheCells,
 		"sequences", o.Sequences, "kv_cache", o.KVCacheType, "flash_attention", o.flash == ml.FlashAttentionEnabled,
-		"vision", vision}
+		"vision", vision, "candidate_logits", e.output != nil}
 	if e.hybrid != nil {
 		attrs = append(attrs, "delta_rule", map[bool]string{true: "operator", false: "graph"}[e.hybrid.wkv])
 	}
@@ -766,6 +776,9 @@ func (e *Engine) checkLocked(reqs []EvalRequest, i int) error {
 	}
 	if len(r.Tokens) == 0 && len(r.Images) == 0 {
 		return fmt.Errorf("models: eval: request on sequence %d has no tokens", r.Seq)
+	}
+	if err := checkCandidates(r, e.tok.vocabSize); err != nil {
+		return err
 	}
 	if len(s.hist)+len(r.Tokens) > e.opts.ContextLength {
 		return fmt.Errorf("%w: sequence %d holds %d positions, %d more requested, limit %d",

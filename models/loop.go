@@ -223,6 +223,9 @@ type batch struct {
 	dummy  bool // one extra output row nobody asked for
 	nInput int
 	cells  int // padded cell range the pass spans (cellMap's prediction)
+	// sel is the output rows the pass computes (see selection); nil for
+	// all of them.
+	sel []int32
 	// pad is the positions per part of a padded pass (0 otherwise): part
 	// p's positions from p.n on are pads, removed from the cache when the
 	// pass is committed.
@@ -456,7 +459,10 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch, pd *padded) (
 		return err
 	}
 	e.cells.place(ib.Sequences, ib.Positions)
+	b.sel = e.selection(b)
+	restore := e.selectOutput(ctx, b.sel)
 	t, err := e.buildForward(ctx, ib, pd)
+	restore()
 	if err != nil {
 		return err
 	}
@@ -499,12 +505,15 @@ func (b *batch) compute() (rows []float32, err error) {
 // commitLocked records a computed batch: sequence lengths, histories,
 // logit rows, finished jobs.
 func (e *Engine) commitLocked(b *batch, rows []float32) {
-	vocab := e.tok.vocabSize
+	width := e.tok.vocabSize
 	if b.nRows > 0 {
-		vocab = len(rows) / b.nRows
+		width = len(rows) / b.nRows
 	}
 	e.stats.ModelCalls++
 	e.stats.EvaluatedTokens += int64(b.nInput)
+	if b.sel != nil {
+		e.stats.CandidatePasses++
+	}
 	if b.pad > 0 {
 		e.stats.PaddedPositions += int64(b.pad*len(b.parts) - b.nInput)
 	}
@@ -526,9 +535,8 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 			e.removePadsLocked(r.req.Seq, b.pad-p.n)
 		}
 		e.maxLen = max(e.maxLen, len(s.hist))
-		for k := range p.rows {
-			row := p.first + k
-			r.logits = append(r.logits, slices.Clone(rows[row*vocab:(row+1)*vocab]))
+		for k, i := range p.rows {
+			r.logits = append(r.logits, e.rowOf(rows, p.first+k, width, b.sel, r, i))
 		}
 		r.next += p.n
 		if r.finished() {

@@ -149,6 +149,12 @@ type EvalRequest struct {
 	// AllLogits returns logits for every new text token; otherwise only for
 	// the last position.
 	AllLogits bool
+	// Candidates, when not nil (and AllLogits is false), are the only
+	// tokens whose logits the caller reads at the last position (a
+	// constrained decoder's allowed tokens): the row holds their logits and
+	// -Inf at every other token, and an engine may compute just those rows
+	// of the output projection.
+	Candidates []int32
 }
 
 // EvalResult holds the logits of one EvalRequest: one row of VocabSize
@@ -170,6 +176,9 @@ type Stats struct {
 	// (positions placed so that short requests of several lengths share
 	// one pass; not in EvaluatedTokens).
 	PaddedPositions int64
+	// CandidatePasses counts the passes that computed only their rows'
+	// candidates of the output projection (EvalRequest.Candidates).
+	CandidatePasses int64
 	Images          int64 // images encoded
 	SequencesInUse  int
 	SequenceSlots   int

@@ -68,6 +68,11 @@ type Options struct {
 	// equal counts (see planRecurrent). By default such requests share one
 	// padded pass. For comparisons.
 	EqualPasses bool
+	// FullLogits makes every pass compute every token's logit, also when
+	// its requests name their candidates (EvalRequest.Candidates); by
+	// default an engine whose layers all run on the CPU computes only the
+	// candidates' rows of the output projection. For comparisons.
+	FullLogits bool
 	// MergeWindow is how long an idle engine waits after the first Eval
 	// arrives for others to join the same forward pass; 0 means no wait
 	// (whatever is pending when the engine is free is merged).

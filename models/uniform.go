@@ -169,6 +169,9 @@ func (u *Uniform) Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, e
 		if len(r.Images) > 0 {
 			return nil, ErrNoVision
 		}
+		if err := checkCandidates(r, u.info.VocabSize); err != nil {
+			return nil, err
+		}
 		if l+len(r.Tokens) > u.info.ContextLength {
 			return nil, fmt.Errorf("%w: sequence %d would hold %d positions, the context %d",
 				ErrContextLength, r.Seq, l+len(r.Tokens), u.info.ContextLength)
@@ -187,6 +190,9 @@ func (u *Uniform) Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, e
 		out[i] = EvalResult{Logits: make([][]float32, rows), Positions: len(r.Tokens)}
 		for j := range rows {
 			out[i].Logits[j] = make([]float32, u.info.VocabSize)
+		}
+		if rows == 1 && r.Candidates != nil && !r.AllLogits {
+			maskTo(out[i].Logits[0], r.Candidates)
 		}
 		u.stats.EvaluatedTokens += int64(len(r.Tokens))
 	}

@@ -36,7 +36,7 @@ func newBenchCmd() *cobra.Command {
 		exploreSteps, maxSteps, rollout                           int
 		seed                                                      uint64
 		allSkills, omitStatic, quiet, partial, noRevisit          bool
-		noCollapse                                                bool
+		noCollapse, fullLogits                                    bool
 		perception, flash, split, end                             string
 		searchMemory, deltaRule                                   string
 	)
@@ -100,7 +100,7 @@ with no forward pass, which says how much a model's prior adds.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
-			mopts := models.Options{Threads: threads, FlashAttention: flash, DeltaRule: deltaRule}
+			mopts := models.Options{Threads: threads, FlashAttention: flash, DeltaRule: deltaRule, FullLogits: fullLogits}
 			if method == bench.MethodMCTS || method == bench.MethodCMCTS {
 				mopts.Sequences = mcts.SuggestedSequences // forks of recently evaluated nodes stay cached
 			}
@@ -155,6 +155,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.BoolVar(&noCollapse, "no-collapse", false, "searches: every token its own node, also where the constraint allows only one (forced chains are otherwise one edge)")
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
 	f.StringVar(&deltaRule, "delta-rule", "auto", deltaRuleUsage)
+	f.BoolVar(&fullLogits, "full-logits", false, fullLogitsUsage)
 	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	f.IntVar(&maxActions, "max-actions", bench.DefaultMaxActions, "longest plan")
 	f.IntVar(&maxTokens, "max-tokens", bench.DefaultMaxTokens, "most tokens in a decoded plan (greedy, cgreedy; a goal trace's tokens count)")

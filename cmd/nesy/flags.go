@@ -15,6 +15,9 @@ const searchMemoryUsage = `bound each search's tree (mcts, cmcts) to this much m
 // deltaRuleUsage is the help of --delta-rule (plan, bench, serve).
 const deltaRuleUsage = "Qwen3.5 models' gated delta-net: auto (one ggml operator where every layer runs on the CPU), operator (also on a GPU) or graph (ggml's general operators)"
 
+// fullLogitsUsage is the help of --full-logits (plan, bench, serve).
+const fullLogitsUsage = "compute every token's logit at every step; by default a CPU engine computes only the tokens the constraint allows (the same plans, less work: the output projection is most of a small model with a large vocabulary). For comparisons"
+
 // parseSearchMemory reads a --search-memory value: bytes, or 0 for "" (the
 // default, mcts.DefaultSearchMemory).
 func parseSearchMemory(s string) (int64, error) {

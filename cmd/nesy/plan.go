@@ -70,7 +70,7 @@ type planFlags struct {
 	topK, maxActions, maxTokens             int
 	end, endMarker, heuristic, flash        string
 	searchMemory, deltaRule                 string
-	stopAtGoal, noRevisit                   bool
+	stopAtGoal, noRevisit, fullLogits       bool
 	threads, ctx, gpuLayers                 int
 }
 
@@ -152,6 +152,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.IntVar(&f.ctx, "ctx", 0, "context length (0: the model's, at most 8192)")
 	fl.IntVar(&f.gpuLayers, "gpu-layers", 0, "layers on the GPU (0: all when one is found, -1: none)")
 	fl.StringVar(&f.deltaRule, "delta-rule", "auto", deltaRuleUsage)
+	fl.BoolVar(&f.fullLogits, "full-logits", false, fullLogitsUsage)
 	fl.StringVar(&f.flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
 	fl.BoolVar(&f.verbose, "verbose", false, "log model loading and engine messages")
 	return cmd
@@ -205,7 +206,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if !cmd.Flags().Changed("no-revisit") {
 		f.noRevisit = planner.DefaultNoRevisit(method)
 	}
-	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, FlashAttention: f.flash, DeltaRule: f.deltaRule, Logger: logger,
+	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, FlashAttention: f.flash, DeltaRule: f.deltaRule, FullLogits: f.fullLogits, Logger: logger,
 		Sequences: planner.SuggestedSequences(method)}
 	lm, _, err := loadLM(ctx, errw, f.model, "", f.seed, mopts)
 	if err != nil {
