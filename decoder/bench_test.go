@@ -70,7 +70,10 @@ func benchEngine(b *testing.B, name string) *models.Engine {
 			b.Fatal(err)
 		}
 	}
-	e, err := models.Load(context.Background(), path, models.Options{Threads: benchThreads(), ContextLength: 8192})
+	// NESY_BENCH_FULL_LOGITS=1: every token's logit at every step (by
+	// default constrained steps compute only the allowed tokens').
+	e, err := models.Load(context.Background(), path, models.Options{Threads: benchThreads(), ContextLength: 8192,
+		FullLogits: os.Getenv("NESY_BENCH_FULL_LOGITS") == "1"})
 	if err != nil {
 		b.Fatal(err)
 	}
