@@ -178,14 +178,18 @@ func (d *Dialog) ChooseNote(ctx context.Context, options []string, note string) 
 	if err != nil {
 		return -1, fmt.Errorf("explore: options: %w", err)
 	}
+	// The model computes only the logits the choice reads: the tokens
+	// that continue toward an option (models.EvalRequest.Candidates).
+	idx.Allowed(at, trie.Root, &d.set)
+	first := slices.Clone(d.set.IDs)
 	var logits []float32
 	if last := len(d.msgs) - 1; note != "" && last >= 0 {
 		saved := d.msgs[last].Content
 		d.msgs[last].Content = strings.TrimRight(saved, "\n") + "\n\n" + note
-		logits, err = d.prompt(ctx, 64)
+		logits, err = d.prompt(ctx, 64, first)
 		d.msgs[len(d.msgs)-1].Content = saved // still the last: dropTurn keeps the latest turns
 	} else {
-		logits, err = d.prompt(ctx, 64)
+		logits, err = d.prompt(ctx, 64, first)
 	}
 	if err != nil {
 		return -1, err
@@ -207,7 +211,8 @@ func (d *Dialog) ChooseNote(ctx context.Context, options []string, note string) 
 		if consistent = at.Consistent(node, consistent[:0]); len(consistent) == 1 {
 			return d.chose(options, int(consistent[0]))
 		}
-		if logits, err = d.eval(ctx, []int32{tok}, nil); err != nil {
+		idx.Allowed(at, node, &d.set)
+		if logits, err = d.eval(ctx, []int32{tok}, nil, d.set.IDs); err != nil {
 			return -1, err
 		}
 	}
@@ -227,7 +232,7 @@ func (d *Dialog) Reply(ctx context.Context, maxTokens int) (string, error) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultReplyTokens
 	}
-	logits, err := d.prompt(ctx, maxTokens)
+	logits, err := d.prompt(ctx, maxTokens, nil)
 	if err != nil {
 		return "", err
 	}
@@ -249,7 +254,7 @@ func (d *Dialog) Reply(ctx context.Context, maxTokens int) (string, error) {
 		if ctxLen > 0 && d.lm.Len(d.seq)+1 >= ctxLen {
 			break
 		}
-		if logits, err = d.eval(ctx, []int32{tok}, nil); err != nil {
+		if logits, err = d.eval(ctx, []int32{tok}, nil, nil); err != nil {
 			return "", err
 		}
 	}
@@ -280,7 +285,8 @@ func firstLine(text string) (string, bool) {
 // cache hold it (evaluating only what differs from what it holds) and
 // returns the logits after it. room is how many tokens the answer needs:
 // older turns are dropped until the prompt leaves that much of the context.
-func (d *Dialog) prompt(ctx context.Context, room int) ([]float32, error) {
+// cands are the tokens whose logits the caller reads (nil: all).
+func (d *Dialog) prompt(ctx context.Context, room int, cands []int32) ([]float32, error) {
 	ctxLen := d.lm.Info().ContextLength
 	for {
 		text, err := d.lm.RenderChat(d.msgs, models.ChatOptions{})
@@ -295,7 +301,7 @@ func (d *Dialog) prompt(ctx context.Context, room int) ([]float32, error) {
 			return nil, errors.New("explore: the chat has no tokens")
 		}
 		if ctxLen <= 0 || len(toks)+room+imagePositions(toks) <= ctxLen {
-			return d.sync(ctx, toks, models.ChatImages(d.msgs))
+			return d.sync(ctx, toks, models.ChatImages(d.msgs), cands)
 		}
 		if !d.dropTurn() {
 			return nil, fmt.Errorf("explore: the conversation needs %d tokens, the context holds %d: %w",
@@ -340,8 +346,8 @@ func (d *Dialog) dropTurn() bool {
 // images, referenced by their ImageToken placeholders) and returns the
 // logits after its last token. The longest common prefix with what the
 // cache holds is kept; at least the last token is evaluated again so that
-// its logits are known.
-func (d *Dialog) sync(ctx context.Context, toks []int32, images [][]byte) ([]float32, error) {
+// its logits are known. cands are as for prompt.
+func (d *Dialog) sync(ctx context.Context, toks []int32, images [][]byte, cands []int32) ([]float32, error) {
 	if !d.hasSeq {
 		seq, err := d.lm.NewSequence()
 		if err != nil {
@@ -377,17 +383,23 @@ func (d *Dialog) sync(ctx context.Context, toks []int32, images [][]byte) ([]flo
 	}
 	n := len(toks) - k
 	d.usage.PromptTokens += n
-	return d.eval(ctx, toks[k:], images)
+	return d.eval(ctx, toks[k:], images, cands)
 }
 
 // eval appends toks to the cached sequence and returns the logits after the
 // last one. Image placeholders index images; each image goes in its own
 // request (with its placeholder renumbered to the request's image 0) so
-// that the positions it takes are known.
-func (d *Dialog) eval(ctx context.Context, toks []int32, images [][]byte) ([]float32, error) {
+// that the positions it takes are known. cands are the tokens whose logits
+// the caller reads after the last one (nil: all); the rows of the chunks
+// before it are not read, so they ask for one token's.
+func (d *Dialog) eval(ctx context.Context, toks []int32, images [][]byte, cands []int32) ([]float32, error) {
 	var logits []float32
-	for _, c := range chunks(toks) {
-		req := models.EvalRequest{Seq: d.seq, Tokens: c}
+	parts := chunks(toks)
+	for i, c := range parts {
+		req := models.EvalRequest{Seq: d.seq, Tokens: c, Candidates: cands}
+		if i < len(parts)-1 {
+			req.Candidates = []int32{0}
+		}
 		if c[0] < 0 {
 			n := int(-1 - c[0])
 			if n >= len(images) {

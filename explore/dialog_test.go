@@ -246,3 +246,40 @@ func TestMentionsWholePhrases(t *testing.T) {
 		}
 	}
 }
+
+// TestDialogCandidateLogits: a dialog on an engine that computes only the
+// logits a choice reads (the default on the CPU) makes the choices of one
+// that computes them all, greedy and sampled, with passes that compute
+// only the candidates.
+func TestDialogCandidateLogits(t *testing.T) {
+	turns := [][]string{
+		{"go to cabinet 1", "go to cabinet 2", "go to countertop 1", "go to fridge 1"},
+		{"open cabinet 2", "go to sinkbasin 1", "go to countertop 1"},
+		{"go to fridge 1", "go to microwave 1", "go to toaster 1", "look"},
+	}
+	full, narrow := loadModel(t, models.Options{FullLogits: true}), loadModel(t, models.Options{})
+	for _, temp := range []float64{0, 2} {
+		var chose [2][]int
+		for m, lm := range []models.LM{full, narrow} {
+			d, err := NewDialog(lm, startMsgs("You are in a kitchen. Find an apple."), DialogOptions{Temperature: temp, Seed: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, opts := range turns {
+				i, err := d.ChooseNote(context.Background(), opts, "Options: "+strings.Join(opts, ", "))
+				if err != nil {
+					t.Fatal(err)
+				}
+				chose[m] = append(chose[m], i)
+				d.Add(models.Message{Role: "user", Content: "You arrive somewhere. Nothing happens."})
+			}
+			d.Close()
+		}
+		if !slices.Equal(chose[0], chose[1]) {
+			t.Errorf("temperature %g: full logits chose %v, candidate logits %v", temp, chose[0], chose[1])
+		}
+	}
+	if full.Stats().CandidatePasses != 0 || narrow.Stats().CandidatePasses == 0 {
+		t.Errorf("candidate passes: %d with full logits, %d by default", full.Stats().CandidatePasses, narrow.Stats().CandidatePasses)
+	}
+}
