@@ -168,3 +168,33 @@ func TestCandidateErrors(t *testing.T) {
 		lm.Release(s)
 	}
 }
+
+// TestCandidateLogitsIgnored: an architecture whose forward does not use
+// the projection the engine narrows (simulated with a copy of it) returns
+// whole rows; the engine reads them as such, gives the right logits, and
+// narrows no more passes.
+func TestCandidateLogitsIgnored(t *testing.T) {
+	spec := gguf.Default(gguf.ArchLlama)
+	spec.VocabSize = 4000
+	e := newTestEngine(t, spec, Options{})
+	if e.output == nil {
+		t.Skip("this engine does not narrow the output (not on the CPU)")
+	}
+	copied := *e.output
+	e.output = &copied
+	v := e.Info().VocabSize
+	toks, cands := testTokens(1, 9, v), testTokens(2, 5, v)
+	s, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: toks, Candidates: cands}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := evalAlone(t, e, toks)
+	checkCandidateRow(t, "ignored narrowing", res[0].Logits[0], full[len(full)-1], cands, tolFor(e))
+	if e.output != nil || e.Stats().CandidatePasses != 0 {
+		t.Errorf("after a pass that ignored the narrowing: output %v, %d candidate passes", e.output != nil, e.Stats().CandidatePasses)
+	}
+}

@@ -509,6 +509,13 @@ func (e *Engine) commitLocked(b *batch, rows []float32) {
 	if b.nRows > 0 {
 		width = len(rows) / b.nRows
 	}
+	if b.sel != nil && width != len(b.sel) {
+		// The model's forward did not go through the projection it
+		// exposes (an architecture that multiplies by another tensor):
+		// its rows are whole; narrow no more passes.
+		e.opts.Logger.Warn("models: the model ignored the narrowed output projection; computing every logit from now on", "rows", width, "selected", len(b.sel))
+		b.sel, e.output = nil, nil
+	}
 	e.stats.ModelCalls++
 	e.stats.EvaluatedTokens += int64(b.nInput)
 	if b.sel != nil {
