@@ -18,12 +18,15 @@ import (
 // model, and a pass that needs only some rows of it reads or multiplies
 // all of them. When every row a pass returns names its candidates, the
 // engine gathers the union of their rows of the output weight
-// (get_rows) and multiplies only those: the same dot products, over a
+// (get_rows) and multiplies only those: the same dot products (up to the
+// summation order of the kernel ggml picks for the smaller matrix), over a
 // matrix of a few hundred rows. Passes with any other row (a request
 // without candidates, AllLogits) compute the full projection; a pass whose
-// rows nobody asked for (a prompt's earlier chunks) computes one column.
-// The returned rows are the same either way: the candidates' logits and
-// -Inf at every other token.
+// rows nobody asked for (a prompt's earlier chunks) computes one tile of
+// 16 logits. The returned rows are the same either way: the candidates'
+// logits and -Inf at every other token. GPU engines compute every logit
+// (ggml's CUDA get_rows lacks the k-quants output weights often use; not
+// yet measured there).
 
 // outputLinear returns the model's output projection, the field Output
 // (an *nn.Linear without bias) of its struct or of a struct it embeds
