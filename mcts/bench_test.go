@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
@@ -57,6 +58,28 @@ func BenchmarkHybridSimulations(b *testing.B) {
 	})
 	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1),
 		EqualPasses: os.Getenv("NESY_BENCH_EQUAL_PASSES") == "1", DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE")})
+}
+
+// BenchmarkHybridSimulationsQwenVocab is BenchmarkHybridSimulations with
+// Qwen's real vocabulary, padded to its GGUFs' 151,936 rows and tied to the
+// embedding as in Qwen3.5's small models (186M parameters): the task's
+// actions take the positions they take for a real Qwen3.5 (the synthetic
+// vocabulary spells them in 1.3x as many), and the output projection is
+// most of the model, as it is for small models with this vocabulary. With
+// NESY_BENCH_FULL_LOGITS=1 every pass computes every logit.
+func BenchmarkHybridSimulationsQwenVocab(b *testing.B) {
+	path := benchModel(b, "qwen35-qwenvocab", func(tb testing.TB) gguf.Spec {
+		tok, err := gguf.FromHF(testenv.Tokenizer(tb, "qwen3"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s := gguf.Default(gguf.ArchQwen35)
+		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.Seed = 768, 12, 2048, 6, 2, 64, 1
+		s.Tokenizer, s.VocabSize, s.TiedOutput = tok, 151936, true
+		return s
+	})
+	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1),
+		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE")})
 }
 
 // benchModel is modelPath, or the GGUF named by NESY_BENCH_MODEL.
