@@ -179,25 +179,24 @@ func (d *Dialog) ChooseNote(ctx context.Context, options []string, note string) 
 		return -1, fmt.Errorf("explore: options: %w", err)
 	}
 	// The model computes only the logits the choice reads: the tokens
-	// that continue toward an option (models.EvalRequest.Candidates).
-	idx.Allowed(at, trie.Root, &d.set)
-	first := slices.Clone(d.set.IDs)
+	// that continue toward an option (models.EvalRequest.Candidates), the
+	// set each step computes before it feeds the token it chose.
+	node := trie.Root
+	idx.Allowed(at, node, &d.set)
 	var logits []float32
 	if last := len(d.msgs) - 1; note != "" && last >= 0 {
 		saved := d.msgs[last].Content
 		d.msgs[last].Content = strings.TrimRight(saved, "\n") + "\n\n" + note
-		logits, err = d.prompt(ctx, 64, first)
+		logits, err = d.prompt(ctx, 64, d.set.IDs)
 		d.msgs[len(d.msgs)-1].Content = saved // still the last: dropTurn keeps the latest turns
 	} else {
-		logits, err = d.prompt(ctx, 64, first)
+		logits, err = d.prompt(ctx, 64, d.set.IDs)
 	}
 	if err != nil {
 		return -1, err
 	}
-	node := trie.Root
 	var consistent []int32
 	for {
-		idx.Allowed(at, node, &d.set)
 		if d.set.Len() == 0 {
 			return -1, fmt.Errorf("explore: no token of the vocabulary continues %q toward an option", at.Text(node, nil))
 		}
