@@ -123,35 +123,27 @@ func (e *Engine) rowOf(out []float32, k, width int, sel []int32, r *reqState, i 
 	if !r.selects(i) {
 		return slices.Clone(src)
 	}
-	row := make([]float32, e.tok.vocabSize)
+	return maskedRow(e.tok.vocabSize, r.req.Candidates, func(t int32) float32 {
+		if sel == nil {
+			return src[t]
+		}
+		j, _ := slices.BinarySearch(sel, t) // sel holds every candidate
+		return src[j]
+	})
+}
+
+// maskedRow returns a vocabulary row holding logit(t) at each candidate t
+// and -Inf everywhere else.
+func maskedRow(vocab int, candidates []int32, logit func(t int32) float32) []float32 {
+	row := make([]float32, vocab)
 	inf := float32(math.Inf(-1))
 	for j := range row {
 		row[j] = inf
 	}
-	for _, t := range r.req.Candidates {
-		if sel == nil {
-			row[t] = src[t]
-			continue
-		}
-		if j, ok := slices.BinarySearch(sel, t); ok {
-			row[t] = src[j]
-		}
+	for _, t := range candidates {
+		row[t] = logit(t)
 	}
 	return row
-}
-
-// maskTo sets every entry of row but the candidates' to -Inf.
-func maskTo(row []float32, candidates []int32) {
-	keep := make(map[int32]bool, len(candidates))
-	for _, t := range candidates {
-		keep[t] = true
-	}
-	inf := float32(math.Inf(-1))
-	for j := range row {
-		if !keep[int32(j)] {
-			row[j] = inf
-		}
-	}
 }
 
 // checkCandidates checks that a request's candidates are in the

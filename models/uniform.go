@@ -189,10 +189,11 @@ func (u *Uniform) Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, e
 		}
 		out[i] = EvalResult{Logits: make([][]float32, rows), Positions: len(r.Tokens)}
 		for j := range rows {
+			if r.Candidates != nil && !r.AllLogits {
+				out[i].Logits[j] = maskedRow(u.info.VocabSize, r.Candidates, func(int32) float32 { return 0 })
+				continue
+			}
 			out[i].Logits[j] = make([]float32, u.info.VocabSize)
-		}
-		if rows == 1 && r.Candidates != nil && !r.AllLogits {
-			maskTo(out[i].Logits[0], r.Candidates)
 		}
 		u.stats.EvaluatedTokens += int64(len(r.Tokens))
 	}
