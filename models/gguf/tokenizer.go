@@ -287,12 +287,10 @@ func SyntheticSPM(size int) (*Tokenizer, error) {
 // vocabulary with unused tokens to exactly size tokens.
 func SyntheticBPE(size int) (*Tokenizer, error) {
 	t := TrainBPE(strings.Split(corpus, "\n"), 600, "\n")
-	if err := pad(t, size, func(string) (string, int32, float32) {
-		return "[PAD" + strconv.Itoa(len(t.Tokens)) + "]", TypeUnused, 0
-	}, seenTokens(t)); err != nil {
-		return nil, err
+	if size == 0 {
+		return t, nil
 	}
-	return t, nil
+	return padded(t, size)
 }
 
 // padded returns a copy of t padded to size tokens with unused "[PADn]"
