@@ -18,11 +18,11 @@ const deltaRuleUsage = "Qwen3.5 models' gated delta-net: auto (one ggml operator
 // fullLogitsUsage is the help of --full-logits (plan, bench, serve).
 const fullLogitsUsage = "compute every token's logit at every step; by default a CPU engine computes only the tokens the constraint allows (the same plans, less work: the output projection is most of a small model with a large vocabulary). For comparisons"
 
-// parseSearchMemory reads a --search-memory value: bytes, or 0 for "" (the
-// default, mcts.DefaultSearchMemory).
+// parseSearchMemory reads a --search-memory value in bytes; "" is the
+// default, mcts.DefaultSearchMemory.
 func parseSearchMemory(s string) (int64, error) {
 	if s == "" {
-		return 0, nil
+		return mcts.DefaultSearchMemory(), nil
 	}
 	n, err := humanize.ParseBytes(s)
 	if err != nil || n < mcts.NodeBytes || n > math.MaxInt64 {

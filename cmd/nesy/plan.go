@@ -216,9 +216,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 
 	end, _ := constraint.ParseEndPolicy(f.end)
 	memBytes, _ := parseSearchMemory(f.searchMemory) // checked above
-	if memBytes == 0 {
-		memBytes = mcts.DefaultSearchMemory()
-	}
 	opts := planner.Options{
 		Budgets: planner.Budgets{Time: time.Duration(f.seconds * float64(time.Second)), Simulations: f.simulations,
 			GeneratedTokens: f.maxTokens, MaxActions: f.maxActions, MaxNodes: mcts.NodesFor(memBytes)},
