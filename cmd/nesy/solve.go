@@ -33,26 +33,51 @@ type solveJSON struct {
 	// InitialH is the heuristic value of the initial state (absent when
 	// the search did not evaluate it, or it is a dead end).
 	InitialH *float64 `json:"initial_h,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// Member names the portfolio member whose plan this is (--search
+	// portfolio only).
+	Member string `json:"portfolio_member,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
+
+// The --search portfolio value and the names of its members.
+const (
+	searchPortfolio = "portfolio"
+	// memberLazy is Fast Downward's lazy_greedy([h], preferred=[ff()]).
+	memberLazy = "lazy"
+	// memberTypeUnit is lazy GBFS with preferred operators and type-based
+	// exploration, ignoring action costs (LAMA's first iteration ignores
+	// them too).
+	memberTypeUnit = "lazy-type-unit"
+)
 
 func newSolveCmd() *cobra.Command {
 	var (
 		domain, problem, alg, hname          string
 		asJSON, unit, warnings, prf, foralls bool
+		typeBased                            bool
+		seed                                 uint64
 		maxExp, maxStates                    int
 		weight, compile                      float64
 		timeout                              time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "solve --domain D --problem P [--search gbfs|lazy|astar] [--heuristic ff|add|max|lmcut|goalcount] [--json]",
-		Short: "Find a plan with the symbolic reference planner (GBFS, lazy GBFS or A*)",
+		Use:   "solve --domain D --problem P [--search gbfs|lazy|astar|portfolio] [--heuristic ff|add|max|lmcut|goalcount] [--json]",
+		Short: "Find a plan with the symbolic reference planner (GBFS, lazy GBFS, A* or a portfolio)",
 		Long: `Solve grounds the task and searches for a plan with greedy best-first search
 (gbfs, the default), lazy greedy best-first search (lazy: states are evaluated
 when taken from the open list, not when generated; with --preferred it is Fast
 Downward's lazy_greedy([ff()], preferred=[ff()]), the stronger choice on large
-ADL tasks) or A* (astar; optimal with an admissible heuristic: max, lmcut,
-blind) and a planning heuristic.
+ADL tasks), A* (astar; optimal with an admissible heuristic: max, lmcut,
+blind) or a portfolio, and a planning heuristic.
+
+--search portfolio runs two lazy searches with preferred operators side by
+side, one thread each, and keeps the first plan: "lazy" (as --search lazy
+--preferred) and "lazy-type-unit" (the same with --type-based exploration
+and --unit-cost, the configuration of LAMA's cost-ignoring first iteration
+plus exploration). Greedy search has heavy-tailed run times and the two fall
+into different tails, so the portfolio solves what either solves, in about
+the time of the faster, for twice the CPU (on one core they share it). Its
+plan's cost counts the task's action costs unless --unit-cost is given.
 
 Every plan is re-validated with the task's transition model (by action name,
 as nesy validate does) before it is printed: one action per line,
@@ -107,8 +132,8 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 			if problem == "" {
 				return inputError(errors.New("--problem is required"))
 			}
-			if alg != search.GBFS && alg != search.Lazy && alg != search.AStar {
-				return inputError(fmt.Errorf("--search %q: want %s, %s or %s", alg, search.GBFS, search.Lazy, search.AStar))
+			if alg != search.GBFS && alg != search.Lazy && alg != search.AStar && alg != searchPortfolio {
+				return inputError(fmt.Errorf("--search %q: want %s, %s, %s or %s", alg, search.GBFS, search.Lazy, search.AStar, searchPortfolio))
 			}
 			// LM-cut cannot handle axioms: for it conditions stay in DNF
 			// unless --compile-bound is given.
@@ -129,12 +154,32 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 				return inputError(err)
 			}
 			res.Heuristic = h.Name()
-			r, err := search.Solve(cmd.Context(), task, search.Options{
+			opts := search.Options{
 				Algorithm: alg, Heuristic: h, MaxExpansions: maxExp, MaxStates: maxStates, Timeout: timeout, UnitCost: unit, Weight: weight,
-				PreferredOperators: prf,
-			})
-			if err != nil {
-				return inputError(err)
+				PreferredOperators: prf, TypeBased: typeBased, Seed: seed,
+			}
+			var r search.Result
+			if alg == searchPortfolio {
+				hu, err := heuristic.NewWithOptions(hname, task, heuristic.Options{UnitCost: true})
+				if err != nil {
+					return inputError(err)
+				}
+				a, b := opts, opts
+				a.Algorithm, a.PreferredOperators, a.TypeBased = search.Lazy, true, false
+				b.Algorithm, b.PreferredOperators, b.TypeBased, b.UnitCost, b.Heuristic = search.Lazy, true, true, true, hu
+				pr, err := search.Portfolio(cmd.Context(), task, []search.Options{a, b})
+				if err != nil {
+					return inputError(err)
+				}
+				r = pr.Result
+				if pr.Member >= 0 {
+					res.Member = []string{memberLazy, memberTypeUnit}[pr.Member]
+				}
+			} else {
+				r, err = search.Solve(cmd.Context(), task, opts)
+				if err != nil {
+					return inputError(err)
+				}
 			}
 			res.Status, res.Cost = r.Status.String(), r.Cost
 			res.Expanded, res.Generated, res.Evaluated = r.Expanded, r.Generated, r.Evaluated
@@ -164,12 +209,14 @@ limit was hit), 2 when the input cannot be read or the options are wrong.`,
 	f := cmd.Flags()
 	f.StringVar(&domain, "domain", "", "PDDL domain file (optional when --problem is a game.tw-pddl file)")
 	f.StringVar(&problem, "problem", "", "PDDL problem file, or an ALFWorld game.tw-pddl file")
-	f.StringVar(&alg, "search", search.GBFS, "search algorithm: gbfs, lazy or astar")
+	f.StringVar(&alg, "search", search.GBFS, "search algorithm: gbfs, lazy, astar or portfolio (lazy and lazy with type-based exploration and unit costs, side by side)")
 	f.StringVar(&hname, "heuristic", "ff", "heuristic: ff, add, max, lmcut, goalcount, blind or mix(...)")
 	f.BoolVar(&asJSON, "json", false, `print {"solved":bool,"plan":[...],"expanded":N,"seconds":x,...}`)
 	f.BoolVar(&unit, "unit-cost", false, "count every action as cost 1 even when the domain declares action costs")
 	f.Float64Var(&weight, "weight", 1, "astar only: f = g + weight*h (weighted A*; plans within weight times optimal with an admissible heuristic)")
 	f.BoolVar(&prf, "preferred", false, "gbfs and lazy: favour successors reached by preferred operators (a boosted second open list): FF's helpful actions in gbfs, Fast Downward's preferred operators in lazy")
+	f.BoolVar(&typeBased, "type-based", false, "gbfs and lazy: add type-based exploration (a third open list bucketed by (h, g), a random bucket's random entry taken in turn), which cuts greedy search's heavy tails")
+	f.Uint64Var(&seed, "seed", 0, "seed of --type-based's random choices")
 	f.IntVar(&maxExp, "max-expansions", 0, "stop after this many expansions (0: no limit)")
 	f.IntVar(&maxStates, "max-states", 0, "stop once this many distinct states are stored, a memory bound (0: no limit)")
 	f.DurationVar(&timeout, "timeout", 0, "stop after this long, e.g. 30s (0: no limit)")

@@ -86,6 +86,8 @@ func TestSolveCLI(t *testing.T) {
 		{"gbfs", "ff", nil}, {"gbfs", "add", nil}, {"gbfs", "goalcount", nil}, {"astar", "lmcut", nil}, {"astar", "max", nil},
 		{"gbfs", "ff:noneg", []string{"--preferred"}}, {"gbfs", "mix", []string{"--unit-cost", "--timeout", "1m"}},
 		{"astar", "ff", []string{"--weight", "2"}},
+		{"lazy", "ff", []string{"--preferred", "--type-based", "--seed", "3"}}, {"gbfs", "ff", []string{"--type-based"}},
+		{"portfolio", "ff", nil}, {"portfolio", "add", []string{"--seed", "7", "--timeout", "1m"}},
 	} {
 		args := append([]string{"solve", "--domain", d, "--problem", p, "--search", c.search, "--heuristic", c.heuristic}, c.extra...)
 		out, errw, code := runNesy(t, args...)
@@ -104,6 +106,7 @@ func TestSolveCLI(t *testing.T) {
 			Seconds  *float64 `json:"seconds"`
 			Search   *float64 `json:"search_seconds"`
 			InitialH *float64 `json:"initial_h"`
+			Member   string   `json:"portfolio_member"`
 		}
 		if err := json.Unmarshal([]byte(jout), &res); err != nil || code != 0 {
 			t.Fatalf("%v --json: exit %d, %v: %q", c, code, err, jout)
@@ -112,6 +115,9 @@ func TestSolveCLI(t *testing.T) {
 			t.Errorf("%v --json: %s", c, jout)
 		}
 		validates(t, d, p, strings.Join(res.Plan, "\n"))
+		if (c.search == "portfolio") != (res.Member == "lazy" || res.Member == "lazy-type-unit") {
+			t.Errorf("%v --json: portfolio_member %q", c, res.Member)
+		}
 		// Both goal atoms are false in the initial state (all blocks on
 		// the table): goal count 2; the others estimate at least 2 steps.
 		if h := res.InitialH; h == nil || (c.heuristic == "goalcount" && *h != 2) || *h < 2 {
@@ -129,6 +135,8 @@ func TestSolveCLIFailures(t *testing.T) {
 		contains string
 	}{
 		{"unsolvable", []string{"--domain", d, "--problem", p, "--json"}, 1, `"status":"unsolvable"`},
+		{"unsolvable portfolio", []string{"--domain", d, "--problem", p, "--json", "--search", "portfolio"}, 1, `"status":"unsolvable"`},
+		{"portfolio limit", []string{"--domain", d, "--problem", p, "--json", "--search", "portfolio", "--max-expansions", "1"}, 1, `"status":"expansion limit"`},
 		{"expansion limit", []string{"--domain", d, "--problem", p, "--json", "--max-expansions", "1"}, 1, `"status":"expansion limit"`},
 		{"bad heuristic", []string{"--domain", d, "--problem", p, "--heuristic", "nope"}, 2, `unknown heuristic "nope"`},
 		{"bad search", []string{"--domain", d, "--problem", p, "--search", "dfs"}, 2, `--search "dfs"`},

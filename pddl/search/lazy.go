@@ -11,7 +11,9 @@ import "github.com/nesy-dev/nesy/pddl/heuristic"
 // preferred list gets 1000 extra turns whenever a state with a new best h
 // is evaluated. Successors are pushed in increasing action id order,
 // preferred ones first, so ties go to the preferred and then the first
-// generated; the search is reproducible.
+// generated. With TypeBased every pair also goes into a type-based
+// exploration list (typeOpen), taken from in turn with the others. The
+// search is reproducible (the exploration list's random source is seeded).
 func (s *searcher) lazy() Result {
 	t := s.t
 	root, _ := s.nodes.insert(t.Init, -1, -1, 0)
@@ -26,19 +28,13 @@ func (s *searcher) lazy() Result {
 	}
 	s.pushSuccessors(root, h0)
 	best := h0
-	var turns [2]int
-	for s.greedy.len() > 0 || s.greedyPref.len() > 0 {
+	// Turns taken from the lists (see next).
+	var turns [3]int
+	for s.greedy.len() > 0 || s.greedyPref.len() > 0 || (s.types != nil && s.types.len() > 0) {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
 		}
-		var e greedyEntry
-		if s.pref != nil && s.greedyPref.len() > 0 && (turns[1] < turns[0] || s.greedy.len() == 0) {
-			e = s.greedyPref.pop()
-			turns[1]++
-		} else {
-			e = s.greedy.pop()
-			turns[0]++
-		}
+		e := s.next(&turns)
 		parent, a := e.node, int(e.action)
 		succ := t.Apply(s.nodes.state(parent), a)
 		s.res.Generated++
@@ -118,6 +114,12 @@ func (s *searcher) evalLazy(n int32) (float64, bool) {
 func (s *searcher) pushSuccessors(n int32, hv float64) {
 	s.nodes.closed[n] = true
 	s.buf = s.t.Applicable(s.nodes.state(n), s.buf[:0])
+	if s.types != nil {
+		g := s.nodes.g[n]
+		for _, a := range s.buf {
+			s.types.push(typeKey{hv, g + s.costs[a]}, greedyEntry{n, int32(a)})
+		}
+	}
 	if s.pref != nil {
 		for _, a := range s.buf {
 			if s.preferred[a] {
@@ -131,4 +133,12 @@ func (s *searcher) pushSuccessors(n int32, hv float64) {
 			s.greedy.push(hv, n, int32(a))
 		}
 	}
+}
+
+// typesLen is the number of entries in the type-based list (0 when off).
+func (s *searcher) typesLen() int {
+	if s.types == nil {
+		return 0
+	}
+	return s.types.len()
 }

@@ -1,6 +1,9 @@
 package search
 
-import "math"
+import (
+	"math"
+	"math/rand/v2"
+)
 
 // maxBucketKey bounds the integral keys greedyOpen keeps in plain buckets;
 // larger or fractional keys go to its heap.
@@ -111,4 +114,72 @@ func (o *greedyOpen) pop() greedyEntry {
 	}
 	e := o.other.pop()
 	return greedyEntry{e.node, e.action}
+}
+
+// typeKey is the type of an entry of typeOpen: the heuristic value it was
+// pushed under and its g.
+type typeKey struct {
+	h float64
+	g int64
+}
+
+// typeOpen is the type-based exploration list of Xie, Müller, Holte and
+// Imai ("Type-based exploration with multiple search queues for satisficing
+// planning", AAAI 2014; Fast Downward's type_based open list): entries are
+// bucketed by their type, and pop takes a uniformly random non-empty
+// bucket, then a uniformly random entry of it. Alternated with the greedy
+// lists, it escapes the plateaus and misleading minima on which greedy
+// search's tie-breaking decides everything: every (h, g) region the search
+// has touched keeps an equal chance of being continued. The random source
+// is seeded, so a search stays reproducible.
+type typeOpen struct {
+	index   map[typeKey]int // the bucket of each type with entries
+	keys    []typeKey
+	buckets [][]greedyEntry // non-empty buckets, in no particular order
+	n       int
+	rng     *rand.Rand
+}
+
+func newTypeOpen(seed uint64) *typeOpen {
+	return &typeOpen{index: map[typeKey]int{}, rng: rand.New(rand.NewPCG(seed, 0x6e657379))}
+}
+
+func (o *typeOpen) len() int { return o.n }
+
+func (o *typeOpen) push(k typeKey, e greedyEntry) {
+	i, ok := o.index[k]
+	if !ok {
+		i = len(o.buckets)
+		o.index[k] = i
+		o.keys = append(o.keys, k)
+		o.buckets = append(o.buckets, nil)
+	}
+	o.buckets[i] = append(o.buckets[i], e)
+	o.n++
+}
+
+// pop removes and returns a random entry of a random bucket. The list must
+// not be empty.
+func (o *typeOpen) pop() greedyEntry {
+	i := o.rng.IntN(len(o.buckets))
+	b := o.buckets[i]
+	j := o.rng.IntN(len(b))
+	e := b[j]
+	b[j] = b[len(b)-1]
+	b = b[:len(b)-1]
+	o.n--
+	if len(b) > 0 {
+		o.buckets[i] = b
+		return e
+	}
+	// Drop the empty bucket: the last one takes its place.
+	last := len(o.buckets) - 1
+	delete(o.index, o.keys[i])
+	if i != last {
+		o.buckets[i], o.keys[i] = o.buckets[last], o.keys[last]
+		o.index[o.keys[i]] = i
+	}
+	o.buckets[last], o.keys = nil, o.keys[:last]
+	o.buckets = o.buckets[:last]
+	return e
 }

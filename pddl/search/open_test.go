@@ -82,3 +82,56 @@ func TestFIFOBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeOpen checks the type-based list: every pushed entry comes out
+// exactly once, and a pop picks a bucket uniformly, whatever the buckets'
+// sizes (one entry of type A beside 99 of type B: A first about half the
+// time, not 1%).
+func TestTypeOpen(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	o := newTypeOpen(5)
+	want := map[greedyEntry]int{}
+	for i := 0; i < 2000; i++ {
+		e := greedyEntry{int32(rng.Intn(300)), int32(rng.Intn(50))}
+		o.push(typeKey{float64(rng.Intn(7)), int64(rng.Intn(5))}, e)
+		want[e]++
+		if rng.Intn(3) == 0 {
+			got := o.pop()
+			if want[got] == 0 {
+				t.Fatalf("popped %v, not in the list", got)
+			}
+			want[got]--
+		}
+	}
+	for o.len() > 0 {
+		got := o.pop()
+		if want[got] == 0 {
+			t.Fatalf("popped %v, not in the list", got)
+		}
+		want[got]--
+	}
+	for e, n := range want {
+		if n != 0 {
+			t.Fatalf("entry %v: %d never popped", e, n)
+		}
+	}
+	if len(o.buckets) != 0 || len(o.index) != 0 || len(o.keys) != 0 {
+		t.Fatalf("empty list keeps %d buckets, %d index entries", len(o.buckets), len(o.index))
+	}
+
+	first := 0
+	const seeds = 400
+	for seed := uint64(0); seed < seeds; seed++ {
+		o := newTypeOpen(seed)
+		o.push(typeKey{1, 0}, greedyEntry{0, 0})
+		for i := 1; i < 100; i++ {
+			o.push(typeKey{2, 0}, greedyEntry{int32(i), 0})
+		}
+		if o.pop().node == 0 {
+			first++
+		}
+	}
+	if first < seeds*35/100 || first > seeds*65/100 {
+		t.Fatalf("the single-entry bucket came first %d of %d times, want about half", first, seeds)
+	}
+}

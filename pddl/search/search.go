@@ -1,6 +1,7 @@
 // Package search holds the reference planners over a ground pddl.Task:
 // greedy best-first search (GBFS), lazy GBFS and A*, each with any
-// heuristic from package heuristic.
+// heuristic from package heuristic, and Portfolio, which runs several at
+// once and keeps the first plan.
 //
 // GBFS and A* are eager: a state's heuristic value is computed once, when
 // the state is first generated. Lazy GBFS defers it to when the state is
@@ -9,7 +10,9 @@
 // over a packed state arena, no per-state strings). Ties are broken
 // deterministically: GBFS orders by h, then first generated first; A* orders
 // by f = g + h, then smaller h, then first generated first. Successors are
-// generated in increasing action id order, so a search is reproducible.
+// generated in increasing action id order, and the one random choice
+// (type-based exploration, Options.TypeBased) is seeded, so a search is
+// reproducible.
 //
 // GBFS tests the goal when a state is generated; A* when it is expanded, and
 // reopens closed states reached again at lower cost, so with an admissible
@@ -73,6 +76,17 @@ type Options struct {
 	// (heuristic.FF.Preferred: the helpful actions whose relaxed plan
 	// effect fires in the state). Ignored by A*.
 	PreferredOperators bool
+	// TypeBased adds type-based exploration to lazy GBFS (Xie et al.,
+	// AAAI 2014; Fast Downward's type_based([h, g]) open list): every
+	// (state, action) pair also goes into a list bucketed by (parent's h,
+	// successor's g), from which a random bucket's random pair is taken in
+	// turn with the greedy lists. It cuts the heavy tails greedy search
+	// meets when its tie-breaking leads it into a large plateau. Ignored by
+	// GBFS and A*.
+	TypeBased bool
+	// Seed seeds TypeBased's random choices; a search is reproducible for a
+	// given seed.
+	Seed uint64
 }
 
 // Status says how a search ended.
@@ -184,6 +198,9 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 		s.pref = ff
 		s.preferred = make([]bool, len(t.Actions))
 	}
+	if opts.TypeBased && opts.Algorithm != AStar {
+		s.types = newTypeOpen(opts.Seed)
+	}
 	var res Result
 	switch opts.Algorithm {
 	case AStar:
@@ -214,6 +231,9 @@ type searcher struct {
 	// polls counts stop calls; the clock and the context are read every
 	// pollEvery calls.
 	polls int
+
+	// types is lazy GBFS's type-based exploration list (nil when off).
+	types *typeOpen
 
 	// Preferred operators (GBFS and lazy GBFS; nil pref when off).
 	pref       *heuristic.FF
@@ -294,24 +314,19 @@ func (s *searcher) gbfs() Result {
 	}
 	s.greedy.push(h0, root, -1)
 	best := h0
-	// Turns taken from the all-states list [0] and the preferred list [1];
-	// the list with fewer turns goes next.
-	var turns [2]int
+	// Turns taken from the lists (see next).
+	var turns [3]int
 	if s.pref != nil {
 		s.greedyPref.push(h0, root, -1)
+	}
+	if s.types != nil {
+		s.types.push(typeKey{h0, 0}, greedyEntry{root, -1})
 	}
 	for s.greedy.len() > 0 {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
 		}
-		var e greedyEntry
-		if s.pref != nil && s.greedyPref.len() > 0 && turns[1] < turns[0] {
-			e = s.greedyPref.pop()
-			turns[1]++
-		} else {
-			e = s.greedy.pop()
-			turns[0]++
-		}
+		e := s.next(&turns)
 		n := e.node
 		if s.nodes.closed[n] {
 			continue
@@ -346,6 +361,9 @@ func (s *searcher) gbfs() Result {
 				continue
 			}
 			s.greedy.push(hv, m, -1)
+			if s.types != nil {
+				s.types.push(typeKey{hv, g + s.costs[a]}, greedyEntry{m, -1})
+			}
 			if s.pref != nil && s.preferred[a] {
 				s.greedyPref.push(hv, m, -1)
 			}
@@ -356,6 +374,29 @@ func (s *searcher) gbfs() Result {
 		}
 	}
 	return s.end(Unsolvable)
+}
+
+// next pops the next entry of a greedy search from the list whose turn it
+// is: all entries [0], preferred [1] (nil pref: always empty), types [2]
+// (nil types: always empty). The non-empty list with the fewest turns goes
+// next, ties to the lower index, as in Fast Downward's alternation open
+// list; turns counts the turns taken. Some list must be non-empty.
+func (s *searcher) next(turns *[3]int) greedyEntry {
+	list := -1
+	for i, n := range [3]int{s.greedy.len(), s.greedyPref.len(), s.typesLen()} {
+		if n > 0 && (list < 0 || turns[i] < turns[list]) {
+			list = i
+		}
+	}
+	turns[list]++
+	switch list {
+	case 0:
+		return s.greedy.pop()
+	case 1:
+		return s.greedyPref.pop()
+	default:
+		return s.types.pop()
+	}
 }
 
 // astar runs (weighted) A* with reopening.
