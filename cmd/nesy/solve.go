@@ -77,7 +77,9 @@ and --unit-cost, the configuration of LAMA's cost-ignoring first iteration
 plus exploration). Greedy search has heavy-tailed run times and the two fall
 into different tails, so the portfolio solves what either solves, in about
 the time of the faster, for twice the CPU (on one core they share it). Its
-plan's cost counts the task's action costs unless --unit-cost is given.
+plan's cost counts the task's action costs unless --unit-cost is given;
+--max-expansions and --max-states bound each member, --seed seeds the
+exploration, and --json's expanded/evaluated add up both members' work.
 
 Every plan is re-validated with the task's transition model (by action name,
 as nesy validate does) before it is printed: one action per line,

@@ -315,3 +315,53 @@ func TestCompiledConditionsMiconic(t *testing.T) {
 	t.Logf("lazy GBFS, preferred operators: compiled %v in %d expansions (%d actions); DNF copies %v after %d (%d actions)",
 		r.Status, r.Expanded, len(compiled.Actions), d.Status, d.Expanded, len(dnf.Actions))
 }
+
+// TestPortfolioIPC runs the portfolio of nesy solve --search portfolio on
+// small ipc-adl problems with action costs, axioms and conditional effects:
+// whichever member wins, the plan validates by name against the task and
+// its reported cost is the task's cost of the plan (the unit-cost member's
+// plans are recounted).
+func TestPortfolioIPC(t *testing.T) {
+	for _, c := range []struct{ dom, prob string }{
+		{"settlers-sat18-adl", "p01.pddl"}, {"openstacks-sat08-adl", "p03.pddl"}, {"psr-middle", "p05-s34-n3-l2-f50.pddl"},
+	} {
+		dir := filepath.Join(testenv.Datasets(t), "ipc-adl", c.dom)
+		task, _, err := pddl.LoadFilesLimits(filepath.Join(dir, "domain.pddl"), filepath.Join(dir, c.prob),
+			pddl.GroundLimits{CompileBound: pddl.TranslateCompileBound, RelevantAxioms: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hu, err := heuristic.NewWithOptions("ff", task, heuristic.Options{UnitCost: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		members := []search.Options{
+			{Algorithm: search.Lazy, PreferredOperators: true, MaxExpansions: 200000},
+			{Algorithm: search.Lazy, PreferredOperators: true, TypeBased: true, UnitCost: true, Heuristic: hu, MaxExpansions: 200000},
+		}
+		r, err := search.Portfolio(context.Background(), task, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != search.Solved {
+			t.Fatalf("%s %s: %v", c.dom, c.prob, r.Status)
+		}
+		steps := make([]pddl.PlanStep, len(r.Plan))
+		cost := 0
+		for i, a := range r.Plan {
+			steps[i] = pddl.PlanStep{Name: task.Actions[a].Name, Args: task.Actions[a].Args}
+			if task.HasCosts {
+				cost += task.Actions[a].Cost
+			} else {
+				cost++
+			}
+		}
+		if v := task.Validate(steps); !v.Valid || !v.GoalReached {
+			t.Fatalf("%s %s: plan of member %d fails: %s%s", c.dom, c.prob, r.Member, v.Error, v.GoalError)
+		}
+		if cost != r.Cost {
+			t.Fatalf("%s %s: cost %d reported, the plan costs %d (member %d)", c.dom, c.prob, r.Cost, cost, r.Member)
+		}
+		t.Logf("%s %s: member %d, %d actions, cost %d, %d expansions in all", c.dom, c.prob, r.Member, len(r.Plan), r.Cost, r.Expanded)
+	}
+}
