@@ -8,6 +8,7 @@ import (
 
 	"github.com/nesy-dev/nesy/models/ggmlop"
 	"github.com/ollama/ollama/ml"
+	"github.com/ollama/ollama/ml/nn"
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 	"github.com/ollama/ollama/model/models/qwen3next"
@@ -239,12 +240,17 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 		switch o := l.Operator.(type) {
 		case *qwen3next.FullAttention:
 			op = func(y ml.Tensor) (ml.Tensor, error) {
-				if pd != nil {
-					y = y.Rows(ctx, pd.scatter)
+				if pd == nil {
+					return o.Forward(ctx, y.Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
 				}
-				out, err := o.Forward(ctx, y.Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
-				if err != nil || pd == nil {
-					return out, err
+				ownOut, restore := projectOwnRows(ctx, o, y, pd)
+				out, err := o.Forward(ctx, y.Rows(ctx, pd.scatter).Reshape(ctx, y.Dim(0), k, n), positions, cache, m.Options)
+				restore()
+				if err != nil {
+					return nil, err
+				}
+				if *ownOut {
+					return out, nil // the output projection took the own rows
 				}
 				return out.Rows(ctx, pd.real), nil
 			}
@@ -276,6 +282,77 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 	}
 	x = m.OutputNorm.Forward(ctx, x, h.eps)
 	return m.Output.Forward(ctx, x), nil
+}
+
+// projectOwnRows makes the attention layer's projections of a padded pass
+// skip the pads (see padded): until the returned restore is called, the
+// query, key and value weights multiply the own rows (own, [hidden, T])
+// and scatter the products into the pass's layout, which equals
+// multiplying the scattered rows (a product is column by column), and the
+// output weight multiplies the own rows of its input only, giving
+// [hidden, T] in own-row order; ownOut reports whether it did. The pads'
+// projections were half or more of an attention layer's arithmetic in a
+// batched search step. The model's Forward runs unchanged around them (its
+// RoPE, norms, gate and cache writes).
+func projectOwnRows(ctx ml.Context, a *qwen3next.FullAttention, own ml.Tensor, pd *padded) (ownOut *bool, restore func()) {
+	var undo []func()
+	swap := func(l *nn.Linear, w ml.Tensor) {
+		if l == nil || l.Weight == nil {
+			return
+		}
+		old := l.Weight
+		l.Weight = w
+		undo = append(undo, func() { l.Weight = old })
+	}
+	ownOut = new(bool)
+	for _, l := range []*nn.Linear{a.Query, a.Key, a.Value} {
+		if l != nil && l.Weight != nil {
+			swap(l, scatteredProduct{Tensor: l.Weight, own: own, scatter: pd.scatter, hidden: own.Dim(0)})
+		}
+	}
+	if a.Output != nil && a.Output.Weight != nil {
+		swap(a.Output, ownRowsProduct{Tensor: a.Output.Weight, real: pd.real, applied: ownOut})
+	}
+	return ownOut, func() {
+		for _, f := range undo {
+			f()
+		}
+	}
+}
+
+// scatteredProduct is a projection weight whose product with a padded
+// pass's scattered input (any tensor of the input's width) is computed on
+// the own rows and then scattered: W own, then the rows scatter names.
+type scatteredProduct struct {
+	ml.Tensor
+	own, scatter ml.Tensor
+	hidden       int
+}
+
+// Mulmat implements ml.Tensor.
+func (w scatteredProduct) Mulmat(ctx ml.Context, t ml.Tensor) ml.Tensor {
+	if t.Dim(0) != w.hidden {
+		return w.Tensor.Mulmat(ctx, t)
+	}
+	return w.Tensor.Mulmat(ctx, w.own).Rows(ctx, w.scatter)
+}
+
+// ownRowsProduct is a projection weight that multiplies only the own rows
+// (real) of its padded-pass input [in, pad*n]: [out, T] in own-row order
+// instead of [out, pad*n]; applied records that it did.
+type ownRowsProduct struct {
+	ml.Tensor
+	real    ml.Tensor
+	applied *bool
+}
+
+// Mulmat implements ml.Tensor.
+func (w ownRowsProduct) Mulmat(ctx ml.Context, t ml.Tensor) ml.Tensor {
+	if t.Dim(2) > 1 || t.Dim(3) > 1 {
+		return w.Tensor.Mulmat(ctx, t)
+	}
+	*w.applied = true
+	return w.Tensor.Mulmat(ctx, t.Rows(ctx, w.real))
 }
 
 // layer is qwen3next.Layer.Forward with the operator replaced by op: pre-

@@ -51,7 +51,9 @@ func hybridBenchEngine(b *testing.B) *Engine {
 // BenchmarkHybridForked16 is one decoding step of 16 forks of a 64-token
 // prompt of a qwen35 model: "batched" evaluates the 16 tokens in one Eval
 // call (one forward pass over 16 sequences), "single" in 16 calls in a
-// row. The first step copies each fork's recurrent state (copy on write);
+// row, "padded" one pass where four forks take 2 or 3 tokens and the rest
+// one (a search step whose leaves spell different numbers of forced
+// tokens: a padded pass of 3 positions per fork, 22 own, 26 pads). The first step copies each fork's recurrent state (copy on write);
 // every 128 steps the forks are cut back to the prompt (restoring its
 // checkpoint), off the clock. On a busy machine run the two modes in
 // turn, e.g.
@@ -62,16 +64,26 @@ func BenchmarkHybridForked16(b *testing.B) {
 	e := hybridBenchEngine(b)
 	seqs, toks := forkedSetup(b, e)
 	ctx := context.Background()
-	for _, mode := range []string{"batched", "single"} {
+	v := e.Info().VocabSize
+	for _, mode := range []string{"batched", "single", "padded"} {
 		b.Run(mode, func(b *testing.B) {
 			reqs := make([]EvalRequest, len(seqs))
+			tokens := 0
 			for i, s := range seqs {
+				n := 1
+				if mode == "padded" && i%4 == 0 {
+					n = 3 - (i/4)%2 // 3, 2, 3, 2
+				}
 				reqs[i] = EvalRequest{Seq: s, Tokens: toks[i : i+1]}
+				if n > 1 {
+					reqs[i].Tokens = testTokens(5+i, n, v)
+				}
+				tokens += n
 			}
 			steps, calls := 0, e.Stats().ModelCalls
 			cpu0 := cpuTime()
 			for b.Loop() {
-				if mode == "batched" {
+				if mode != "single" {
 					if _, err := e.Eval(ctx, reqs); err != nil {
 						b.Fatal(err)
 					}
@@ -93,7 +105,7 @@ func BenchmarkHybridForked16(b *testing.B) {
 					b.StartTimer()
 				}
 			}
-			reportTokens(b, b.N*len(seqs), cpu0)
+			reportTokens(b, b.N*tokens, cpu0)
 			b.ReportMetric(float64(e.Stats().ModelCalls-calls)/float64(b.N), "passes/op")
 		})
 	}
