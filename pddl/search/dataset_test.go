@@ -316,6 +316,24 @@ func TestCompiledConditionsMiconic(t *testing.T) {
 		r.Status, r.Expanded, len(compiled.Actions), d.Status, d.Expanded, len(dnf.Actions))
 }
 
+// loadADL grounds an ipc-adl problem as nesy solve does (conditions
+// compiled past the translator's bound, relevant axioms) and builds the
+// unit-cost h_FF of the portfolio's second member.
+func loadADL(t *testing.T, dom, prob string) (*pddl.Task, heuristic.Heuristic) {
+	t.Helper()
+	dir := filepath.Join(testenv.Datasets(t), "ipc-adl", dom)
+	task, _, err := pddl.LoadFilesLimits(filepath.Join(dir, "domain.pddl"), filepath.Join(dir, prob),
+		pddl.GroundLimits{CompileBound: pddl.TranslateCompileBound, RelevantAxioms: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hu, err := heuristic.NewWithOptions("ff", task, heuristic.Options{UnitCost: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task, hu
+}
+
 // TestPortfolioIPC runs the portfolio of nesy solve --search portfolio on
 // small ipc-adl problems with action costs, axioms and conditional effects:
 // whichever member wins, the plan validates by name against the task and
@@ -325,16 +343,7 @@ func TestPortfolioIPC(t *testing.T) {
 	for _, c := range []struct{ dom, prob string }{
 		{"settlers-sat18-adl", "p01.pddl"}, {"openstacks-sat08-adl", "p03.pddl"}, {"psr-middle", "p05-s34-n3-l2-f50.pddl"},
 	} {
-		dir := filepath.Join(testenv.Datasets(t), "ipc-adl", c.dom)
-		task, _, err := pddl.LoadFilesLimits(filepath.Join(dir, "domain.pddl"), filepath.Join(dir, c.prob),
-			pddl.GroundLimits{CompileBound: pddl.TranslateCompileBound, RelevantAxioms: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hu, err := heuristic.NewWithOptions("ff", task, heuristic.Options{UnitCost: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		task, hu := loadADL(t, c.dom, c.prob)
 		members := []search.Options{
 			{Algorithm: search.Lazy, PreferredOperators: true, MaxExpansions: 200000},
 			{Algorithm: search.Lazy, PreferredOperators: true, TypeBased: true, UnitCost: true, Heuristic: hu, MaxExpansions: 200000},
@@ -378,16 +387,7 @@ func TestPortfolioMemberHeavyTails(t *testing.T) {
 	}
 	const budget = 300000
 	for _, c := range []struct{ dom, prob string }{{"miconic-fulladl", "f28-3.pddl"}, {"settlers-sat18-adl", "p06.pddl"}} {
-		dir := filepath.Join(testenv.Datasets(t), "ipc-adl", c.dom)
-		task, _, err := pddl.LoadFilesLimits(filepath.Join(dir, "domain.pddl"), filepath.Join(dir, c.prob),
-			pddl.GroundLimits{CompileBound: pddl.TranslateCompileBound, RelevantAxioms: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hu, err := heuristic.NewWithOptions("ff", task, heuristic.Options{UnitCost: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		task, hu := loadADL(t, c.dom, c.prob)
 		r, err := search.Solve(context.Background(), task, search.Options{Algorithm: search.Lazy, PreferredOperators: true,
 			TypeBased: true, UnitCost: true, Heuristic: hu, MaxExpansions: budget})
 		if err != nil {
