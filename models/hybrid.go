@@ -296,23 +296,21 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 // RoPE, norms, gate and cache writes).
 func projectOwnRows(ctx ml.Context, a *qwen3next.FullAttention, own ml.Tensor, pd *padded) (ownOut *bool, restore func()) {
 	var undo []func()
-	swap := func(l *nn.Linear, w ml.Tensor) {
+	swap := func(l *nn.Linear, wrap func(ml.Tensor) ml.Tensor) {
 		if l == nil || l.Weight == nil {
 			return
 		}
 		old := l.Weight
-		l.Weight = w
+		l.Weight = wrap(old)
 		undo = append(undo, func() { l.Weight = old })
 	}
 	ownOut = new(bool)
 	for _, l := range []*nn.Linear{a.Query, a.Key, a.Value} {
-		if l != nil && l.Weight != nil {
-			swap(l, scatteredProduct{Tensor: l.Weight, own: own, scatter: pd.scatter, hidden: own.Dim(0)})
-		}
+		swap(l, func(w ml.Tensor) ml.Tensor {
+			return scatteredProduct{Tensor: w, own: own, scatter: pd.scatter, hidden: own.Dim(0)}
+		})
 	}
-	if a.Output != nil && a.Output.Weight != nil {
-		swap(a.Output, ownRowsProduct{Tensor: a.Output.Weight, real: pd.real, applied: ownOut})
-	}
+	swap(a.Output, func(w ml.Tensor) ml.Tensor { return ownRowsProduct{Tensor: w, real: pd.real, applied: ownOut} })
 	return ownOut, func() {
 		for _, f := range undo {
 			f()

@@ -30,7 +30,7 @@ func (s *searcher) lazy() Result {
 	best := h0
 	// Turns taken from the lists (see next).
 	var turns [3]int
-	for s.greedy.len() > 0 || s.greedyPref.len() > 0 || (s.types != nil && s.types.len() > 0) {
+	for s.greedy.len() > 0 || s.greedyPref.len() > 0 || s.typesLen() > 0 {
 		if st, ok := s.stop(); ok {
 			return s.end(st)
 		}

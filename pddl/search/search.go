@@ -76,13 +76,13 @@ type Options struct {
 	// (heuristic.FF.Preferred: the helpful actions whose relaxed plan
 	// effect fires in the state). Ignored by A*.
 	PreferredOperators bool
-	// TypeBased adds type-based exploration to lazy GBFS (Xie et al.,
-	// AAAI 2014; Fast Downward's type_based([h, g]) open list): every
-	// (state, action) pair also goes into a list bucketed by (parent's h,
-	// successor's g), from which a random bucket's random pair is taken in
-	// turn with the greedy lists. It cuts the heavy tails greedy search
-	// meets when its tie-breaking leads it into a large plateau. Ignored by
-	// GBFS and A*.
+	// TypeBased adds type-based exploration to GBFS and lazy GBFS (Xie et
+	// al., AAAI 2014; Fast Downward's type_based([h, g]) open list): every
+	// entry (a state in GBFS, a (state, action) pair in lazy GBFS) also goes
+	// into a list bucketed by (h, g), from which a random bucket's random
+	// entry is taken in turn with the greedy lists. It cuts the heavy tails
+	// greedy search meets when its tie-breaking leads it into a large
+	// plateau. Ignored by A*.
 	TypeBased bool
 	// Seed seeds TypeBased's random choices; a search is reproducible for a
 	// given seed.
@@ -232,7 +232,8 @@ type searcher struct {
 	// pollEvery calls.
 	polls int
 
-	// types is lazy GBFS's type-based exploration list (nil when off).
+	// types is the greedy searches' type-based exploration list (nil when
+	// off).
 	types *typeOpen
 
 	// Preferred operators (GBFS and lazy GBFS; nil pref when off).
