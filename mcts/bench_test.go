@@ -31,6 +31,7 @@ import (
 // sizes' ratio then compares engines, not the trees two models' random
 // weights happen to grow. NESY_BENCH_FULL_LOGITS=1 computes every token's
 // logit (models.Options.FullLogits) instead of the candidates' only.
+// NESY_BENCH_FLASH=on|off|auto sets models.Options.FlashAttention.
 func BenchmarkSimulations(b *testing.B) {
 	path := benchModel(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
 	benchSearches(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
@@ -97,6 +98,7 @@ func benchModel(b *testing.B, name string, spec func(testing.TB) gguf.Spec) stri
 // passes per search and CPU time per simulation.
 func benchSearches(b *testing.B, path string, mopts models.Options) {
 	mopts.FullLogits = os.Getenv("NESY_BENCH_FULL_LOGITS") == "1"
+	mopts.FlashAttention = os.Getenv("NESY_BENCH_FLASH")
 	eng, idx := loadModel(b, path, mopts)
 	var lm models.LM = eng
 	if os.Getenv("NESY_BENCH_PRIOR") == "flat" {

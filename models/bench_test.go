@@ -128,9 +128,19 @@ func reportTokens(b *testing.B, tokens int, cpu0 time.Duration) {
 func BenchmarkPrefill(b *testing.B) { benchPrefill(b, benchEngine(b, Options{})) }
 
 // benchPrefill evaluates a benchPrompt-token prompt on a fresh sequence of
-// e per op.
-func benchPrefill(b *testing.B, e *Engine) {
-	toks := testTokens(1, benchPrompt, e.Info().VocabSize)
+// e, timing only the evaluation.
+func benchPrefill(b *testing.B, e *Engine) { benchPrefillN(b, e, benchPrompt) }
+
+// BenchmarkPrefillLong is BenchmarkPrefill with a 2,560-token prompt, the
+// length of the datasets' planning prompts (ALFWorld's true-state prompts
+// take about 2,500 Qwen tokens): where attention's share of a prefill grows
+// (e.g. NESY_BENCH_FLASH=on against off).
+func BenchmarkPrefillLong(b *testing.B) { benchPrefillN(b, benchEngine(b, Options{}), 5*benchPrompt) }
+
+// benchPrefillN evaluates an n-token prompt on a fresh sequence of e,
+// timing only the evaluation.
+func benchPrefillN(b *testing.B, e *Engine, n int) {
+	toks := testTokens(1, n, e.Info().VocabSize)
 	s, _ := e.NewSequence()
 	ctx := context.Background()
 	b.ResetTimer()
@@ -145,7 +155,7 @@ func benchPrefill(b *testing.B, e *Engine) {
 		}
 		b.StartTimer()
 	}
-	reportTokens(b, b.N*benchPrompt, cpu0)
+	reportTokens(b, b.N*n, cpu0)
 }
 
 // BenchmarkDecode: one token at a time on one sequence after a 64-token

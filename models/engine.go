@@ -154,6 +154,13 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	quantized := o.kvType != ml.DTypeF16 && o.kvType != ml.DTypeF32
 	switch o.flash {
 	case ml.FlashAttentionAuto:
+		// Off on the CPU: ggml's CPU flash attention skips the masked cells
+		// of a KV cache that many sequences share (a search over a short
+		// prompt runs 7-30% faster with it), but it takes one query row and
+		// one key at a time where the plain path multiplies matrices, so a
+		// long prompt's prefill is much slower: with the datasets'
+		// 2,500-token planning prompts whole cmcts runs took 1.1-1.6x as
+		// long (BENCHMARKS.md, "Flash attention on the CPU, end to end").
 		o.flash = ml.FlashAttentionDisabled
 		if supportsFA && (quantized || params.GPULayers.Sum() > int(meta.KV().BlockCount())) {
 			o.flash = ml.FlashAttentionEnabled
@@ -260,7 +267,8 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		Name: name, Path: path, Arch: arch, Family: e.chat.family,
 		ContextLength: o.ContextLength, VocabSize: tok.vocabSize, Vision: vision,
 		Thinking: e.chat.thinking, Recurrent: e.checkpoints != nil, Params: params64, Device: device,
-		Prompt: meta.KV().String(PromptKey),
+		FlashAttention: o.flash == ml.FlashAttentionEnabled,
+		Prompt:         meta.KV().String(PromptKey),
 	}
 
 	if err := initCache(cache, m.Backend(), o); err != nil {

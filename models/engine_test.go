@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -675,6 +676,65 @@ func testRecurrentTruncate(t *testing.T, spec gguf.Spec) {
 	want := evalAlone(t, e, full)[25:]
 	for k := range cont {
 		assertClose(t, fmt.Sprintf("position %d", k), res[0].Logits[k], want[k], tolFor(e))
+	}
+}
+
+// TestFlashAttentionCPU: "auto" leaves flash attention off for a model that
+// runs on the CPU (it slows long prompts there), and "on" gives the plain
+// attention path's logits, for a prompt and for a batched step of forks
+// (where flash attention skips the cells of the other sequences that the
+// plain path multiplies and masks).
+func TestFlashAttentionCPU(t *testing.T) {
+	const tol = 2e-3 // both paths read f16 keys and values; they sum in different orders
+	for _, arch := range append(slices.Clone(testArchs), gguf.ArchGemma3) {
+		t.Run(arch, func(t *testing.T) {
+			spec := gguf.Default(arch)
+			on := newTestEngine(t, spec, Options{FlashAttention: "on"})
+			off := newTestEngine(t, spec, Options{})
+			if !on.Info().FlashAttention {
+				t.Errorf("on: flash attention off")
+			}
+			if off.Info().Device == "CPU" && off.Info().FlashAttention {
+				t.Errorf("auto on the CPU: flash attention on")
+			}
+			v := on.Info().VocabSize
+			prompt := testTokens(3, 40, v)
+			next := testTokens(4, 8, v)
+			var steps [2][][]float32
+			for i, e := range []*Engine{on, off} {
+				got := evalAlone(t, e, prompt)
+				if i == 1 {
+					for k := range got {
+						assertClose(t, fmt.Sprintf("prompt position %d", k), steps[0][k], got[k], tol)
+					}
+				}
+				steps[i] = got
+			}
+			var forks [2][]EvalResult
+			for i, e := range []*Engine{on, off} {
+				src, err := e.NewSequence()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: src, Tokens: prompt}}); err != nil {
+					t.Fatal(err)
+				}
+				var reqs []EvalRequest
+				for j := range next {
+					f, err := e.Fork(src, len(prompt))
+					if err != nil {
+						t.Fatal(err)
+					}
+					reqs = append(reqs, EvalRequest{Seq: f, Tokens: next[j : j+1]})
+				}
+				if forks[i], err = e.Eval(context.Background(), reqs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for j := range next {
+				assertClose(t, fmt.Sprintf("fork %d", j), forks[0][j].Logits[0], forks[1][j].Logits[0], tol)
+			}
+		})
 	}
 }
 

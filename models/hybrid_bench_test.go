@@ -27,7 +27,8 @@ func hybridBenchSpec() gguf.Spec {
 
 // hybridBenchEngine writes the benchmark's qwen35 model into a temporary
 // folder and loads it (NESY_BENCH_THREADS threads, default 1;
-// NESY_BENCH_DELTA_RULE the delta-rule path, default auto).
+// NESY_BENCH_DELTA_RULE the delta-rule path, default auto;
+// NESY_BENCH_FLASH the attention path, default auto).
 func hybridBenchEngine(b *testing.B) *Engine {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "nesy-hybrid-bench-")
@@ -40,7 +41,7 @@ func hybridBenchEngine(b *testing.B) *Engine {
 		b.Fatal(err)
 	}
 	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096,
-		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE")})
+		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE"), FlashAttention: os.Getenv("NESY_BENCH_FLASH")})
 	if err != nil {
 		b.Fatal(err)
 	}

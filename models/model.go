@@ -123,6 +123,9 @@ type Info struct {
 	// (GGUF key general.nesy.prompt, e.g. "compact"); "" for the default.
 	Prompt string
 	Device string // where the layers run, e.g. "CPU" or "CUDA0 (28/29 layers)"
+	// FlashAttention says the attention layers run ggml's flash attention
+	// (Options.FlashAttention as resolved at load).
+	FlashAttention bool
 }
 
 // ImageToken returns the placeholder that stands for image n of an

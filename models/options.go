@@ -38,7 +38,8 @@ type Options struct {
 	// caches need flash attention (turned on by FlashAttention "auto").
 	KVCacheType string
 	// FlashAttention is "auto" (default: on when every layer runs on a GPU
-	// that supports it, or when the KV cache is quantized), "on" or "off".
+	// that supports it, or when the KV cache is quantized; off on the CPU,
+	// where it slows long prompts), "on" or "off".
 	FlashAttention string
 	// DeltaRule says how a Qwen3.5 model's gated delta-net recurrence runs:
 	// "operator" as one ggml operator (RWKV-7's generalized delta rule) for

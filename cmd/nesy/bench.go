@@ -156,7 +156,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
 	f.StringVar(&deltaRule, "delta-rule", "auto", deltaRuleUsage)
 	f.BoolVar(&fullLogits, "full-logits", false, fullLogitsUsage)
-	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
+	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized; off on the CPU, where it slows long prompts), on or off")
 	f.IntVar(&maxActions, "max-actions", bench.DefaultMaxActions, "longest plan")
 	f.IntVar(&maxTokens, "max-tokens", bench.DefaultMaxTokens, "most tokens in a decoded plan (greedy, cgreedy; a goal trace's tokens count)")
 	f.IntVar(&maxSteps, "max-steps", bench.DefaultMaxSteps, "direct policy: most commands per task")

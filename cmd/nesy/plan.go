@@ -153,7 +153,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.IntVar(&f.gpuLayers, "gpu-layers", 0, "layers on the GPU (0: all when one is found, -1: none)")
 	fl.StringVar(&f.deltaRule, "delta-rule", "auto", deltaRuleUsage)
 	fl.BoolVar(&f.fullLogits, "full-logits", false, fullLogitsUsage)
-	fl.StringVar(&f.flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
+	fl.StringVar(&f.flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized; off on the CPU, where it slows long prompts), on or off")
 	fl.BoolVar(&f.verbose, "verbose", false, "log model loading and engine messages")
 	return cmd
 }

@@ -144,7 +144,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.IntVar(&o.Engine.GPULayers, "gpu-layers", 0, "layers on the GPU (0: all when a GPU backend is found, -1: none)")
 	f.StringVar(&o.Engine.DeltaRule, "delta-rule", "auto", deltaRuleUsage)
 	f.BoolVar(&o.Engine.FullLogits, "full-logits", false, fullLogitsUsage)
-	f.StringVar(&o.Engine.FlashAttention, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized), on or off")
+	f.StringVar(&o.Engine.FlashAttention, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized; off on the CPU, where it slows long prompts), on or off")
 	f.BoolVar(&o.Engine.NoMerge, "no-batch", false, "disable cross-request batching (each request's forward passes run alone)")
 	f.DurationVar(&o.Engine.MergeWindow, "merge-window", 0, "how long an idle engine waits for more requests to join a forward pass")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
