@@ -61,6 +61,9 @@ type hybridForward struct {
 	// wkv says deltaStep runs the recurrence as one operator (deltaWKV);
 	// see useWKV.
 	wkv bool
+	// ones is the current pass's tensor of ones [dV, hV, positions] (see
+	// onesOf); forward clears it.
+	ones ml.Tensor
 }
 
 // padded is the layout of a padded pass: its n sequences, longest first,
@@ -222,6 +225,7 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 	if pd != nil && (!h.ragged || k != pd.pad || k > max(1, maxStep)) {
 		return nil, errors.New("models: internal error: a padded pass the delta-net layers cannot run")
 	}
+	h.ones = nil
 	positions := h.positions(ctx, b)
 	inputs := b.Inputs
 	if pd != nil {
@@ -398,6 +402,23 @@ func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
 		d.dK > 0 && d.dK == d.dV && d.hK > 0 && d.hV%d.hK == 0 && d.convK > 1
 }
 
+// onesOf returns the pass's tensor of ones [d, hV, t], made once per pass
+// (h.ones). A product with it broadcasts a smaller tensor as Repeat4D
+// would (ggml's rules: each of its dimensions divides the result's, index
+// i of a dimension reads i mod its size), but on every thread: ggml's CPU
+// repeat runs on one thread while the others wait, and a 16-sequence step
+// broadcast the decay and the key heads of every delta-net layer that way.
+func (h *hybridForward) onesOf(ctx ml.Context, d, hV, t int) ml.Tensor {
+	if h.ones == nil || h.ones.Dim(0) != d || h.ones.Dim(1) != hV || h.ones.Dim(2) != t {
+		ones := make([]float32, d*hV*t)
+		for i := range ones {
+			ones[i] = 1
+		}
+		h.ones = ctx.Input().FromFloats(ones, d, hV, t)
+	}
+	return h.ones
+}
+
 // deltaStep runs k positions of a gated delta-net layer for each of n
 // sequences, one position after the other within the graph: x is the
 // normalised input [hidden, k*n], laid out sequence by sequence; it
@@ -454,23 +475,35 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	} else {
 		cache.UpdateConvState(ctx, layer, h.convTail(ctx, in, pd, qkvDim, n))
 	}
-	mixed := in.SSMConv(ctx, g.SSMConv1D.Weight).SILU(ctx).Contiguous(ctx, qkvDim, k*n)
-	q := mixed.Slice(ctx, 0, 0, keys, 1).Contiguous(ctx, dm.dK, dm.hK, k, n)
-	kk := mixed.Slice(ctx, 0, keys, 2*keys, 1).Contiguous(ctx, dm.dK, dm.hK, k, n)
-	v := mixed.Slice(ctx, 0, 2*keys, qkvDim, 1).Contiguous(ctx, d, hV, k, n)
+	mixed := in.SSMConv(ctx, g.SSMConv1D.Weight).SILU(ctx) // [qkvDim, k, n]
+	// heads views the channels of mixed from off on as [d, nh, k*n], each
+	// position's heads where the convolution left them (no copy: the norms
+	// and products below read strided rows).
+	heads := func(off, nh int) ml.Tensor {
+		f := mixed.Stride(0)
+		return mixed.View(ctx, off*f, d, d*f, nh, mixed.Stride(1), k*n)
+	}
+	// Queries and keys normalised per key head (each head's vector on its
+	// own), then shared by the value heads that read it.
+	q := heads(0, dm.hK).L2Norm(ctx, h.eps).Scale(ctx, 1/math.Sqrt(float64(d))).Reshape(ctx, d, dm.hK, k, n)
+	kk := heads(keys, dm.hK).L2Norm(ctx, h.eps).Reshape(ctx, d, dm.hK, k, n)
+	v := heads(2*keys, hV) // deltaWKV takes the view; deltaSteps slices v by position
+	if !h.wkv {
+		v = v.Contiguous(ctx, d, hV, k, n)
+	}
 	if r := hV / dm.hK; r > 1 {
+		ones := h.onesOf(ctx, d, hV, k*n)
 		if dm.reordered {
 			// Value head h reads key head h mod hK.
-			q = q.Repeat4D(ctx, dm.dK, hV, k, n)
-			kk = kk.Repeat4D(ctx, dm.dK, hV, k, n)
+			q = ones.Mul(ctx, q.Reshape(ctx, d, dm.hK, k*n)).Reshape(ctx, d, hV, k, n)
+			kk = ones.Mul(ctx, kk.Reshape(ctx, d, dm.hK, k*n)).Reshape(ctx, d, hV, k, n)
 		} else {
 			// Value head h reads key head h / r.
-			q = q.Reshape(ctx, dm.dK, 1, dm.hK*k*n).Repeat4D(ctx, dm.dK, r, dm.hK*k*n, 1).Reshape(ctx, d, hV, k, n)
-			kk = kk.Reshape(ctx, dm.dK, 1, dm.hK*k*n).Repeat4D(ctx, dm.dK, r, dm.hK*k*n, 1).Reshape(ctx, d, hV, k, n)
+			ones = ones.Reshape(ctx, d, r, dm.hK*k*n)
+			q = ones.Mul(ctx, q.Reshape(ctx, d, 1, dm.hK*k*n)).Reshape(ctx, d, hV, k, n)
+			kk = ones.Mul(ctx, kk.Reshape(ctx, d, 1, dm.hK*k*n)).Reshape(ctx, d, hV, k, n)
 		}
 	}
-	q = q.L2Norm(ctx, h.eps).Scale(ctx, 1/math.Sqrt(float64(d)))
-	kk = kk.L2Norm(ctx, h.eps)
 
 	state, err := cache.DeltaState(ctx, layer, d, hV)
 	if err != nil {
@@ -503,7 +536,8 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 // leaves the state exactly as it was (M 1 + 0 + 0), so each sequence's
 // final state is the one after its last own position; its outputs are
 // gathered at the own positions (padded.real). Its graph does not grow
-// with k (see passGraph.wkv). It returns the outputs [d*hV, T].
+// with k (see passGraph.wkv). v is [d, hV, k*n], possibly a strided view;
+// q and kk are contiguous. It returns the outputs [d*hV, T].
 func (h *hybridForward) deltaWKV(ctx ml.Context, q, kk, v, logDecay, beta, state ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int, pd *padded) (ml.Tensor, error) {
 	d, hV := h.delta.dV, h.delta.hV
 	t := k * n
@@ -517,9 +551,9 @@ func (h *hybridForward) deltaWKV(ctx ml.Context, q, kk, v, logDecay, beta, state
 	kt := kk.Reshape(ctx, d, hV, t)
 	y, ok := ggmlop.WKV7(ctx,
 		q.Reshape(ctx, d, hV, t),
-		gt.Repeat4D(ctx, d, hV, t, 1),
+		h.onesOf(ctx, d, hV, t).Mul(ctx, gt),
 		kt,
-		v.Reshape(ctx, d, hV, t).Mul(ctx, bt),
+		v.Mul(ctx, bt),
 		kt.Mul(ctx, gt.Mul(ctx, bt).Scale(ctx, -1)),
 		kt,
 		state.Reshape(ctx, d*d*hV, n))

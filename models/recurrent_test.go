@@ -17,7 +17,8 @@ import (
 // hybridSpecs are generated Qwen3.5 networks of several shapes: the
 // defaults (4 value heads reading 2 key heads), wider heads with a key
 // head per value head, more layers (two full attention layers), F16
-// weights, and mixture-of-experts ones.
+// weights, value heads reading the key heads in the reordered layout, and
+// mixture-of-experts ones.
 func hybridSpecs() map[string]gguf.Spec {
 	wide := gguf.Default(gguf.ArchQwen35)
 	wide.Embd, wide.Heads, wide.KVHeads, wide.FFN = 128, 4, 4, 256 // 32-wide heads, as many key as value heads
@@ -28,12 +29,15 @@ func hybridSpecs() map[string]gguf.Spec {
 	// Heads of 64: the delta rule as one operator (deltaWKV).
 	h64 := gguf.Default(gguf.ArchQwen35)
 	h64.Embd, h64.Heads, h64.KVHeads, h64.HeadDim, h64.FFN = 128, 2, 1, 64, 256
+	// Value head h reading key head h mod 2 (ssm.v_head_reordered).
+	reordered := gguf.Default(gguf.ArchQwen35)
+	reordered.VHeadReordered = true
 	moe := gguf.Default(gguf.ArchQwen35MoE)
 	moe8 := gguf.Default(gguf.ArchQwen35MoE)
 	moe8.Experts, moe8.ExpertsUsed, moe8.Layers = 8, 3, 8
 	return map[string]gguf.Spec{
 		"qwen35": gguf.Default(gguf.ArchQwen35), "qwen35-wide": wide, "qwen35-deep": deep,
-		"qwen35-f16": half, "qwen35-h64": h64, "qwen35moe": moe, "qwen35moe-8x3": moe8,
+		"qwen35-f16": half, "qwen35-h64": h64, "qwen35-reordered": reordered, "qwen35moe": moe, "qwen35moe-8x3": moe8,
 	}
 }
 
@@ -174,7 +178,7 @@ func TestRecurrentPassLimit(t *testing.T) {
 // prompt and inside their own continuation) and continuing them together
 // with untouched ones equals a fresh evaluation too.
 func TestRecurrentBatchedForks(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35-reordered", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 64, 3, 40)
 			v := e.Info().VocabSize
@@ -439,7 +443,7 @@ func promptedEngineOpts(t *testing.T, spec gguf.Spec, opts Options, seed, n int)
 // exactly as a fresh evaluation of their histories: the pads left neither
 // cache cells, nor recurrent or convolution state behind.
 func TestRecurrentPaddedPasses(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35-reordered", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 16, 7, 20)
 			v := e.Info().VocabSize

@@ -78,6 +78,10 @@ type Spec struct {
 	// every expert, and the shared expert, is FFN wide.
 	Experts     int
 	ExpertsUsed int
+	// VHeadReordered (qwen35, qwen35moe) writes ssm.v_head_reordered: the
+	// gated delta-net's value head h reads key head h mod KVHeads instead
+	// of h / (Heads/KVHeads).
+	VHeadReordered bool
 
 	ContextLength int     // trained context length written to the file; default 8192
 	RopeBase      float32 // default 10000 (llama), 1000000 (qwen3)
@@ -404,6 +408,9 @@ func (s Spec) kv() map[string]any {
 		kv["ssm.time_step_rank"] = uint32(s.Heads)         // value heads
 		kv["ssm.inner_size"] = uint32(s.Heads * s.HeadDim) // value heads x head size
 		kv["ssm.conv_kernel"] = uint32(4)
+		if s.VHeadReordered {
+			kv["ssm.v_head_reordered"] = true
+		}
 	}
 	if s.Arch == ArchQwen35MoE {
 		kv["expert_count"] = uint32(s.Experts)
