@@ -62,8 +62,10 @@ type hybridForward struct {
 	// see useWKV.
 	wkv bool
 	// ones is the current pass's tensor of ones [dV, hV, positions] (see
-	// onesOf); forward clears it.
-	ones ml.Tensor
+	// onesOf); forward clears it. onesHost holds its values, kept from
+	// pass to pass (never written after it is filled).
+	ones     ml.Tensor
+	onesHost []float32
 }
 
 // padded is the layout of a padded pass: its n sequences, longest first,
@@ -410,11 +412,13 @@ func (h *hybridForward) stepSupported(g *qwen3next.GatedDeltaNet) bool {
 // broadcast the decay and the key heads of every delta-net layer that way.
 func (h *hybridForward) onesOf(ctx ml.Context, d, hV, t int) ml.Tensor {
 	if h.ones == nil || h.ones.Dim(0) != d || h.ones.Dim(1) != hV || h.ones.Dim(2) != t {
-		ones := make([]float32, d*hV*t)
-		for i := range ones {
-			ones[i] = 1
+		if len(h.onesHost) < d*hV*t {
+			h.onesHost = make([]float32, d*hV*t)
+			for i := range h.onesHost {
+				h.onesHost[i] = 1
+			}
 		}
-		h.ones = ctx.Input().FromFloats(ones, d, hV, t)
+		h.ones = ctx.Input().FromFloats(h.onesHost[:d*hV*t], d, hV, t)
 	}
 	return h.ones
 }
