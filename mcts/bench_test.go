@@ -3,12 +3,14 @@ package mcts
 import (
 	"context"
 	"fmt"
-	"github.com/nesy-dev/nesy/constraint"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nesy-dev/nesy/constraint"
 	"github.com/nesy-dev/nesy/internal/testenv"
 	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
@@ -31,7 +33,9 @@ import (
 // sizes' ratio then compares engines, not the trees two models' random
 // weights happen to grow. NESY_BENCH_FULL_LOGITS=1 computes every token's
 // logit (models.Options.FullLogits) instead of the candidates' only.
-// NESY_BENCH_FLASH=on|off|auto sets models.Options.FlashAttention.
+// NESY_BENCH_FLASH=on|off|auto sets models.Options.FlashAttention;
+// NESY_BENCH_BATCHES=1,4,8,16,32 the batch sizes (default 1 and 16);
+// NESY_BENCH_SIMS the simulations per search (default 128).
 func BenchmarkSimulations(b *testing.B) {
 	path := benchModel(b, "reference", func(testing.TB) gguf.Spec { s := gguf.Reference(); s.Seed = 1; return s })
 	benchSearches(b, path, models.Options{Sequences: 64, Threads: envInt("NESY_BENCH_THREADS", 1)})
@@ -113,13 +117,25 @@ func benchSearches(b *testing.B, path string, mopts models.Options) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, batch := range []int{1, 16} {
+	batches := []int{1, 16}
+	if v := os.Getenv("NESY_BENCH_BATCHES"); v != "" {
+		batches = batches[:0]
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("NESY_BENCH_BATCHES: %q is not a batch size", f)
+			}
+			batches = append(batches, n)
+		}
+	}
+	perSearch := envInt("NESY_BENCH_SIMS", 128)
+	for _, batch := range batches {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			sims, occ, recomputed := 0, 0.0, int64(0)
 			st0 := lm.Stats()
 			cpu0 := cpuTime()
 			for b.Loop() {
-				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: 128, Exhaust: true, Seed: 1})
+				res, err := Search(context.Background(), lm, sp, prompt, Options{Batch: batch, Simulations: perSearch, Exhaust: true, Seed: 1})
 				if err != nil {
 					b.Fatal(err)
 				}
