@@ -40,7 +40,7 @@ func hybridBenchEngine(b *testing.B) *Engine {
 	if err := gguf.Write(path, hybridBenchSpec()); err != nil {
 		b.Fatal(err)
 	}
-	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096,
+	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096, Sequences: 64,
 		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE"), FlashAttention: os.Getenv("NESY_BENCH_FLASH")})
 	if err != nil {
 		b.Fatal(err)
@@ -56,7 +56,8 @@ func hybridBenchEngine(b *testing.B) *Engine {
 // one (a search step whose leaves spell different numbers of forced
 // tokens: a padded pass of 3 positions per fork, 22 own, 26 pads). The first step copies each fork's recurrent state (copy on write);
 // every 128 steps the forks are cut back to the prompt (restoring its
-// checkpoint), off the clock. On a busy machine run the two modes in
+// checkpoint), off the clock. "fresh" is "batched" with 16 new forks at
+// every step (see benchFreshForks): what a search pays for its leaves. On a busy machine run the two modes in
 // turn, e.g.
 //
 //	for i in 1 2 3 4 5 6; do for m in batched single; do
@@ -66,8 +67,12 @@ func BenchmarkHybridForked16(b *testing.B) {
 	seqs, toks := forkedSetup(b, e)
 	ctx := context.Background()
 	v := e.Info().VocabSize
-	for _, mode := range []string{"batched", "single", "padded"} {
+	for _, mode := range []string{"batched", "single", "padded", "fresh"} {
 		b.Run(mode, func(b *testing.B) {
+			if mode == "fresh" {
+				benchFreshForks(b, e, seqs[0], toks)
+				return
+			}
 			reqs := make([]EvalRequest, len(seqs))
 			tokens := 0
 			for i, s := range seqs {
@@ -117,3 +122,40 @@ func BenchmarkHybridForked16(b *testing.B) {
 // delta rule runs as one operator; before, the model's chunked delta-net
 // ran it).
 func BenchmarkHybridPrefill(b *testing.B) { benchPrefill(b, hybridBenchEngine(b)) }
+
+// benchFreshForks times one step of 16 new forks of src (at its end) in one
+// Eval, as a search's leaves are: each fork shares src's recurrent state
+// until the pass, whose copy on write then copies it (and src's state
+// checkpoints) into the fork's own slot. Forking and releasing are off the
+// clock; against "batched" (forks that already own their states) it
+// measures those copies.
+func benchFreshForks(b *testing.B, e *Engine, src SeqID, toks []int32) {
+	ctx := context.Background()
+	reqs := make([]EvalRequest, len(toks))
+	var forks []SeqID
+	release := func() {
+		for _, f := range forks {
+			e.Release(f)
+		}
+		forks = forks[:0]
+	}
+	defer release()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		b.StopTimer()
+		release()
+		for i := range reqs {
+			f, err := e.Fork(src, e.Len(src))
+			if err != nil {
+				b.Fatal(err)
+			}
+			forks = append(forks, f)
+			reqs[i] = EvalRequest{Seq: f, Tokens: toks[i : i+1]}
+		}
+		b.StartTimer()
+		if _, err := e.Eval(ctx, reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportTokens(b, b.N*len(reqs), cpu0)
+}
