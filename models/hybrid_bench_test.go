@@ -54,11 +54,12 @@ func hybridBenchEngine(b *testing.B) *Engine {
 // call (one forward pass over 16 sequences), "single" in 16 calls in a
 // row, "padded" one pass where four forks take 2 or 3 tokens and the rest
 // one (a search step whose leaves spell different numbers of forced
-// tokens: a padded pass of 3 positions per fork, 22 own, 26 pads). The first step copies each fork's recurrent state (copy on write);
-// every 128 steps the forks are cut back to the prompt (restoring its
-// checkpoint), off the clock. "fresh" is "batched" with 16 new forks at
-// every step (see benchFreshForks): what a search pays for its leaves. On a busy machine run the two modes in
-// turn, e.g.
+// tokens: a padded pass of 3 positions per fork, 22 own, 26 pads). The
+// first step copies each fork's recurrent state (copy on write); every 128
+// steps the forks are cut back to the prompt (restoring its checkpoint),
+// off the clock. "fresh" is "batched" with 16 new forks at every step (see
+// benchFreshForks): what a search pays for its leaves. On a busy machine
+// run the modes in turn, e.g.
 //
 //	for i in 1 2 3 4 5 6; do for m in batched single; do
 //	  go test ./models -run XXX -bench HybridForked16/$m; done; done
