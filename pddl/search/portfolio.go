@@ -95,11 +95,7 @@ func Portfolio(ctx context.Context, t *pddl.Task, members []Options) (PortfolioR
 	if pr.Status == Solved {
 		pr.Cost = 0
 		for _, a := range pr.Plan {
-			if t.HasCosts && !members[0].UnitCost {
-				pr.Cost += t.Actions[a].Cost
-			} else {
-				pr.Cost++
-			}
+			pr.Cost += int(actionCost(t, a, members[0].UnitCost))
 		}
 	}
 	pr.Elapsed = time.Since(start)

@@ -176,12 +176,9 @@ func Solve(ctx context.Context, t *pddl.Task, opts Options) (Result, error) {
 	}
 	s.costs = make([]int64, len(t.Actions))
 	for i := range t.Actions {
-		c := int64(1)
-		if t.HasCosts && !opts.UnitCost {
-			c = int64(t.Actions[i].Cost)
-			if c < 0 {
-				return Result{}, fmt.Errorf("search: action %s has negative cost %d", t.Actions[i].String(), c)
-			}
+		c := actionCost(t, i, opts.UnitCost)
+		if c < 0 {
+			return Result{}, fmt.Errorf("search: action %s has negative cost %d", t.Actions[i].String(), c)
 		}
 		s.costs[i] = c
 	}
@@ -375,6 +372,15 @@ func (s *searcher) gbfs() Result {
 		}
 	}
 	return s.end(Unsolvable)
+}
+
+// actionCost is what action a of t costs a search: its declared cost when
+// the domain has costs and unit is false, else 1.
+func actionCost(t *pddl.Task, a int, unit bool) int64 {
+	if t.HasCosts && !unit {
+		return int64(t.Actions[a].Cost)
+	}
+	return 1
 }
 
 // next pops the next entry of a greedy search from the list whose turn it
