@@ -249,7 +249,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		e.graph = newPassGraph(m.Backend())
 		if mm == nil {
 			e.hybrid = newHybridForward(m, o.DeltaRule, params.GPULayers.Sum() > 0)
-			e.graph.wkv = e.hybrid != nil && e.hybrid.wkv
+			e.graph.wkv = e.hybrid != nil && e.hybrid.rule.oneOp()
 		}
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
@@ -311,7 +311,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		"sequences", o.Sequences, "kv_cache", o.KVCacheType, "flash_attention", o.flash == ml.FlashAttentionEnabled,
 		"vision", vision, "candidate_logits", e.output != nil}
 	if e.hybrid != nil {
-		attrs = append(attrs, "delta_rule", map[bool]string{true: "operator", false: "graph"}[e.hybrid.wkv])
+		attrs = append(attrs, "delta_rule", e.hybrid.rule.String())
 	}
 	log.Info("model loaded", attrs...)
 	go e.loop()

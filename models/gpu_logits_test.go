@@ -127,8 +127,8 @@ func TestGPUDeltaRule(t *testing.T) {
 		opts.GPULayers, tol = -1, 1e-2
 	}
 	e := newTestEngine(t, spec, opts)
-	if !e.hybrid.wkv || ref.hybrid.wkv {
-		t.Fatalf("operator: engine %v, reference %v", e.hybrid.wkv, ref.hybrid.wkv)
+	if e.hybrid.rule != ruleWKV || ref.hybrid.rule != ruleGraph {
+		t.Fatalf("operator: engine %v, reference %v", e.hybrid.rule, ref.hybrid.rule)
 	}
 	t.Logf("delta rule: reference (graph) on %s, operator on %s", ref.Info().Device, e.Info().Device)
 	want, got := gpuLogitRun(t, ref), gpuLogitRun(t, e)

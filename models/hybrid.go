@@ -58,9 +58,14 @@ type hybridForward struct {
 	// ragged says deltaStep runs every delta-net layer, so the engine may
 	// plan padded passes (see padded).
 	ragged bool
-	// wkv says deltaStep runs the recurrence as one operator (deltaWKV);
-	// see useWKV.
-	wkv bool
+	// rule is how deltaStep runs the convolution and recurrence (see
+	// chooseRule): ggml's general operators (ruleGraph), ggml's RWKV-7
+	// operator on a padded layout (ruleWKV, deltaWKV), or nesy's own CPU
+	// kernels on the own positions only (ruleKernel, deltaKernel).
+	rule deltaRule
+	// lens is the current pass's positions per sequence, I32 [n] (see
+	// lensOf); forward clears it.
+	lens ml.Tensor
 	// ones is the current pass's tensor of ones [dV, hV, positions] (see
 	// onesOf); forward clears it. onesHost holds its values, kept from
 	// pass to pass (never written after it is filled).
@@ -140,24 +145,65 @@ func newHybridForward(m model.Model, rule string, onGPU bool) *hybridForward {
 			h.ragged = false
 		}
 	}
-	h.wkv = useWKV(rule, onGPU, h.ragged, h.delta.dV)
+	// The kernels take F32 convolution weights (as ggml's operator does)
+	// of up to ggmlop.MaxConvKernel.
+	kernels := h.ragged && h.delta.convK <= ggmlop.MaxConvKernel
+	for _, l := range qm.Layers {
+		if g, ok := l.Operator.(*qwen3next.GatedDeltaNet); ok && (g.SSMConv1D == nil || g.SSMConv1D.Weight == nil || g.SSMConv1D.Weight.DType() != ml.DTypeF32) {
+			kernels = false
+		}
+	}
+	h.rule = chooseRule(rule, onGPU, h.ragged, kernels, h.delta.dV)
 	return h
 }
 
-// useWKV decides Options.DeltaRule for a model whose delta-net layers
-// deltaStep runs (ragged) with value heads of d: "graph" never uses the
-// operator, "auto" only on the CPU, "operator" wherever the kernel takes d.
-// ggml's CPU kernel steps through a head in four SIMD widths (a multiple
-// of 64 covers AVX-512's), its CUDA kernel takes heads of 64 and 128 only
-// (and asserts on others after claiming the operator).
-func useWKV(rule string, onGPU, ragged bool, d int) bool {
+// deltaRule is how deltaStep runs a delta-net layer's convolution and
+// recurrence (see hybridForward.rule).
+type deltaRule int
+
+const (
+	ruleGraph  deltaRule = iota // ggml's general operators (deltaSteps)
+	ruleWKV                     // ggml's RWKV-7 operator, padded layout (deltaWKV)
+	ruleKernel                  // nesy's own CPU kernels, own positions (deltaKernel)
+)
+
+// String is the rule's Options.DeltaRule name.
+func (r deltaRule) String() string {
+	return [...]string{"graph", "operator", "kernel"}[r]
+}
+
+// oneOp says the recurrence is one graph node whatever the positions (see
+// passGraph.wkv).
+func (r deltaRule) oneOp() bool { return r != ruleGraph }
+
+// chooseRule decides Options.DeltaRule for a model with value heads of d
+// whose delta-net layers deltaStep runs (ragged; kernels: its kernels too):
+// "graph" always the general operators; "kernel" nesy's kernels on the CPU
+// (where a layer runs on a GPU: the graph); "operator" ggml's operator
+// wherever its kernel takes d (ggml's CPU kernel steps through a head in
+// four SIMD widths, so a multiple of 64 covers AVX-512's; its CUDA kernel
+// takes heads of 64 and 128 only and asserts on others after claiming the
+// operator), else the graph; "auto" the kernels on the CPU and the graph
+// on a GPU. The kernels run any head size and no pads (see deltaKernel),
+// so on the CPU they replace the operator.
+func chooseRule(rule string, onGPU, ragged, kernels bool, d int) deltaRule {
 	switch {
-	case !ragged || rule == "graph" || onGPU && rule != "operator":
-		return false
-	case onGPU:
-		return d == 64 || d == 128
+	case !ragged || rule == "graph":
+		return ruleGraph
+	case rule == "operator" && onGPU:
+		if d == 64 || d == 128 {
+			return ruleWKV
+		}
+		return ruleGraph
+	case rule == "operator":
+		if d%64 == 0 {
+			return ruleWKV
+		}
+		return ruleGraph
+	case onGPU || !kernels: // auto and kernel
+		return ruleGraph
 	default:
-		return d%64 == 0
+		return ruleKernel
 	}
 }
 
@@ -213,8 +259,8 @@ func layout(seqs []int) (k, n int, err error) {
 // sequences (the cache's StartForward has run); deltaStep runs the
 // delta-net layers when k <= maxStep (or k is 1), the model's chunked
 // delta-net the longer passes. The engine uses it for every text pass
-// (see Engine.buildForward). With the recurrence as one operator (wkv)
-// maxStep covers every pass.
+// (see Engine.buildForward). With the recurrence as one operator (ruleWKV,
+// ruleKernel) maxStep covers every pass.
 //
 // pd is the layout of a padded pass (k is then pd.pad), nil otherwise.
 func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int, pd *padded) (ml.Tensor, error) {
@@ -227,7 +273,7 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 	if pd != nil && (!h.ragged || k != pd.pad || k > max(1, maxStep)) {
 		return nil, errors.New("models: internal error: a padded pass the delta-net layers cannot run")
 	}
-	h.ones = nil
+	h.ones, h.lens = nil, nil
 	positions := h.positions(ctx, b)
 	inputs := b.Inputs
 	if pd != nil {
@@ -453,6 +499,9 @@ func (h *hybridForward) onesOf(ctx ml.Context, d, hV, t int) ml.Tensor {
 // In a padded pass (pd not nil) x holds the own positions only; the
 // projections run on them and are scattered into the pass's layout.
 func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int, pd *padded) (ml.Tensor, error) {
+	if h.rule == ruleKernel {
+		return h.deltaKernel(ctx, g, x, cache, layer, k, n, pd)
+	}
 	dm := h.delta
 	d, hV := dm.dV, dm.hV
 	keys := dm.dK * dm.hK
@@ -492,7 +541,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	q := heads(0, dm.hK).L2Norm(ctx, h.eps).Scale(ctx, 1/math.Sqrt(float64(d))).Reshape(ctx, d, dm.hK, k, n)
 	kk := heads(keys, dm.hK).L2Norm(ctx, h.eps).Reshape(ctx, d, dm.hK, k, n)
 	v := heads(2*keys, hV) // deltaWKV takes the view; deltaSteps slices v by position
-	if !h.wkv {
+	if h.rule != ruleWKV {
 		v = v.Contiguous(ctx, d, hV, k, n)
 	}
 	if r := hV / dm.hK; r > 1 {
@@ -515,7 +564,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	}
 	var out ml.Tensor
 	t := k * n // positions computed
-	if h.wkv {
+	if h.rule == ruleWKV {
 		out, err = h.deltaWKV(ctx, q, kk, v, logDecay, beta, state, cache, layer, k, n, pd)
 		if err != nil {
 			return nil, err
@@ -529,6 +578,79 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	o := g.SSMNorm.Forward(ctx, out.Reshape(ctx, d, hV*t), h.eps)
 	o = o.Mul(ctx, z.Reshape(ctx, d, hV*t).SILU(ctx))
 	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, t)), nil
+}
+
+// deltaKernel is deltaStep with the convolution and the recurrence run by
+// nesy's own CPU kernels (ggmlop.Conv, ggmlop.DeltaRule) on the
+// pass's own positions only: x is [hidden, T], the positions sequence
+// after sequence (k of each of n sequences, or a padded pass's own
+// positions, pd.lengths of each), and so are the projections, the
+// convolution, the recurrence and the output. A padded pass's pads never
+// reach a delta-net layer, the value heads read their key heads where
+// they lie (no broadcast copies of q and k, none of the decay and step
+// size), and the convolution and its state need no transposed copies. The
+// graph does not grow with k (see passGraph.wkv).
+func (h *hybridForward) deltaKernel(ctx ml.Context, g *qwen3next.GatedDeltaNet, x ml.Tensor, cache *qwen3next.HybridCache, layer, k, n int, pd *padded) (ml.Tensor, error) {
+	dm := h.delta
+	d, hV := dm.dV, dm.hV
+	keys := dm.dK * dm.hK
+	qkvDim := 2*keys + d*hV
+
+	qkv := g.SSMQKV.Forward(ctx, x)                // [qkvDim, T]
+	z := g.SSMQKVGate.Forward(ctx, x)              // [d*hV, T]
+	beta := g.SSMBeta.Forward(ctx, x).Sigmoid(ctx) // [hV, T]
+	logDecay := g.SSMAlpha.Forward(ctx, x).Add(ctx, g.SSMDT).Softplus(ctx).Mul(ctx, g.SSMA)
+	t := qkv.Dim(1)
+	lens := h.lensOf(ctx, k, n, pd)
+
+	conv, err := cache.ConvState(ctx, layer) // [convK-1, qkvDim, n]
+	if err != nil {
+		return nil, fmt.Errorf("convolution state: %w", err)
+	}
+	c, ok := ggmlop.Conv(ctx, qkv, conv, g.SSMConv1D.Weight, lens)
+	if !ok {
+		return nil, errors.New("models: internal error: the convolution kernel is not available")
+	}
+	w := dm.convK - 1
+	cache.UpdateConvState(ctx, layer, c.View(ctx, qkvDim*t*4, w, w*4, qkvDim, w*qkvDim*4, n))
+	mixed := c.View(ctx, 0, qkvDim, c.Stride(1), t).SILU(ctx) // [qkvDim, T]
+	heads := func(off, nh int) ml.Tensor {
+		f := mixed.Stride(0)
+		return mixed.View(ctx, off*f, d, d*f, nh, mixed.Stride(1), t)
+	}
+	q := heads(0, dm.hK).L2Norm(ctx, h.eps).Scale(ctx, 1/math.Sqrt(float64(d))) // [d, hK, T]
+	kk := heads(keys, dm.hK).L2Norm(ctx, h.eps)
+
+	state, err := cache.DeltaState(ctx, layer, d, hV)
+	if err != nil {
+		return nil, fmt.Errorf("recurrent state: %w", err)
+	}
+	y, ok := ggmlop.DeltaRule(ctx, q, kk, heads(2*keys, hV), logDecay, beta, state.Reshape(ctx, d*d*hV, n), lens, dm.reordered)
+	if !ok {
+		return nil, errors.New("models: internal error: the delta rule kernel is not available")
+	}
+	cache.UpdateDeltaState(ctx, layer, y.View(ctx, d*hV*t*4, d, d*4, d*hV, d*d*hV*4, n))
+
+	// Gated RMS norm and output projection.
+	o := g.SSMNorm.Forward(ctx, y.View(ctx, 0, d, d*4, hV*t), h.eps)
+	o = o.Mul(ctx, z.Reshape(ctx, d, hV*t).SILU(ctx))
+	return g.SSMOut.Forward(ctx, o.Reshape(ctx, d*hV, t)), nil
+}
+
+// lensOf returns the pass's positions per sequence, I32 [n] (h.lens, made
+// once per pass): a padded pass's own lengths, else k for each sequence.
+func (h *hybridForward) lensOf(ctx ml.Context, k, n int, pd *padded) ml.Tensor {
+	if h.lens == nil {
+		lens := make([]int32, n)
+		for i := range lens {
+			lens[i] = int32(k)
+			if pd != nil {
+				lens[i] = pd.lengths[i]
+			}
+		}
+		h.lens = ctx.Input().FromInts(lens, n)
+	}
+	return h.lens
 }
 
 // deltaWKV runs deltaStep's recurrence as one ggml operator, RWKV-7's

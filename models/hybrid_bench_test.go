@@ -26,19 +26,24 @@ func hybridBenchSpec() gguf.Spec {
 }
 
 // hybridBenchEngine writes the benchmark's qwen35 model into a temporary
-// folder and loads it (NESY_BENCH_THREADS threads, default 1;
+// folder and loads it, or loads the GGUF NESY_BENCH_MODEL names (e.g. the
+// MCTS benchmarks' model, to compare a search's passes with a prefill of
+// the same model) (NESY_BENCH_THREADS threads, default 1;
 // NESY_BENCH_DELTA_RULE the delta-rule path, default auto;
 // NESY_BENCH_FLASH the attention path, default auto).
 func hybridBenchEngine(b *testing.B) *Engine {
 	b.Helper()
-	dir, err := os.MkdirTemp("", "nesy-hybrid-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "qwen35.gguf")
-	if err := gguf.Write(path, hybridBenchSpec()); err != nil {
-		b.Fatal(err)
+	path := os.Getenv("NESY_BENCH_MODEL")
+	if path == "" {
+		dir, err := os.MkdirTemp("", "nesy-hybrid-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		path = filepath.Join(dir, "qwen35.gguf")
+		if err := gguf.Write(path, hybridBenchSpec()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096, Sequences: 64,
 		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE"), FlashAttention: os.Getenv("NESY_BENCH_FLASH")})

@@ -391,9 +391,11 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 		real:    ctx.Input().FromInts(real, len(real)),
 		scatter: ctx.Input().FromInts(scatter, len(scatter)),
 	}
-	if e.hybrid.wkv {
+	switch e.hybrid.rule {
+	case ruleKernel: // the delta-net layers see the own positions only
+	case ruleWKV:
 		pd.valid = ctx.Input().FromFloats(valid, len(valid))
-	} else {
+	default:
 		var order []int32
 		pd.active, order = recurrenceOrder(lengths, p.pad, len(own))
 		pd.order = ctx.Input().FromInts(order, len(order))

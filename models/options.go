@@ -41,14 +41,17 @@ type Options struct {
 	// that supports it, or when the KV cache is quantized; off on the CPU,
 	// where it slows long prompts), "on" or "off".
 	FlashAttention string
-	// DeltaRule says how a Qwen3.5 model's gated delta-net recurrence runs:
-	// "operator" as one ggml operator (RWKV-7's generalized delta rule) for
-	// every pass, where the heads are a multiple of 64 (on a GPU: 64 or 128,
-	// the sizes of ggml's CUDA kernel); "graph" as ggml's
-	// general operators (per position for short passes, the model's chunked
-	// form for long ones); "auto" (default) the operator where every layer
-	// runs on the CPU and the graph otherwise (the CUDA kernel has not been
-	// checked by nesy's GPU runs yet). Other models ignore it.
+	// DeltaRule says how a Qwen3.5 model's gated delta-net (its short
+	// convolution and recurrence) runs: "kernel" by nesy's own CPU kernels
+	// on each sequence's own positions (any head size; where a layer runs
+	// on a GPU, as "graph"); "operator" as one ggml operator (RWKV-7's
+	// generalized delta rule) for every pass, where the heads are a
+	// multiple of 64 (on a GPU: 64 or 128, the sizes of ggml's CUDA
+	// kernel), sequences of a pass padded to equal lengths; "graph" as
+	// ggml's general operators (per position for short passes, the
+	// model's chunked form for long ones); "auto" (default) the kernels
+	// where every layer runs on the CPU and the graph otherwise (the CUDA
+	// operator has been checked on one GPU run only). Other models ignore it.
 	DeltaRule string
 	// GPULayers is the number of layers (the output layer counts as one)
 	// to run on GPUs, taken from the end of the network: 0 means all of them
@@ -163,11 +166,11 @@ func (o Options) withDefaults(trainedCtx int) (resolved, error) {
 }
 
 // CheckDeltaRule returns an error unless s is a value of Options.DeltaRule
-// ("auto", "operator" or "graph"; "" is auto).
+// ("auto", "kernel", "operator" or "graph"; "" is auto).
 func CheckDeltaRule(s string) error {
 	switch s {
-	case "", "auto", "operator", "graph":
+	case "", "auto", "kernel", "operator", "graph":
 		return nil
 	}
-	return fmt.Errorf("models: delta rule must be auto, operator or graph, not %q", s)
+	return fmt.Errorf("models: delta rule must be auto, kernel, operator or graph, not %q", s)
 }

@@ -138,8 +138,8 @@ func TestRecurrentPassLimit(t *testing.T) {
 		for _, k := range []int{1, 0, 64, 512} { // 0: the longest deltaStep pass
 			t.Run(fmt.Sprintf("%s/prompt=%d/k=%d", c.spec, c.prompt, k), func(t *testing.T) {
 				e := newTestEngine(t, specs[c.spec], Options{Sequences: 200, BatchSize: 4096, MaxLogits: 4096})
-				if k == 0 {
-					if k = e.graph.step(e.maxLen + c.prompt); k < 2 {
+				if k == 0 { // a one-node recurrence (the default on the CPU) runs the engine's longest pass
+					if k = min(e.graph.step(e.maxLen+c.prompt), e.passTokens()); k < 2 {
 						t.Skipf("deltaStep runs one position only (step %d)", k)
 					}
 				}
@@ -575,8 +575,8 @@ func TestPassGraphBound(t *testing.T) {
 			// The longest pass deltaStep runs (the one-operator
 			// recurrence runs any: the engine's longest pass).
 			step := min(e.graph.step(e.maxLen), e.passTokens())
-			if want := name == "qwen35-h64"; e.graph.wkv != want || e.hybrid.wkv != want {
-				t.Fatalf("delta rule as one operator: graph %v, forward %v; want %v (heads of 64 on the CPU)", e.graph.wkv, e.hybrid.wkv, want)
+			if !e.graph.wkv || e.hybrid.rule != ruleKernel {
+				t.Fatalf("delta rule: graph one node %v, forward %v; want nesy's kernels on the CPU", e.graph.wkv, e.hybrid.rule)
 			}
 			if step < 4 {
 				t.Fatalf("deltaStep bound %d positions: the estimate leaves no room", step)
@@ -632,19 +632,34 @@ func TestPassGraphBound(t *testing.T) {
 	}
 }
 
-// TestDeltaRuleOperator: an engine that runs the delta rule as one
-// operator (heads of 64) gives the logits of the same engine with the
-// operator turned off (DeltaRule "graph"), which runs prompts through the model's chunked
-// delta-net and short passes through the per-position graph: a 600-token
-// prompt (a 512-position pass and a shorter one), one step of 16 forks,
-// and a padded pass of leaves of several lengths.
+// TestDeltaRuleOperator: an engine that runs the delta rule as one node
+// (ggml's operator for heads of 64, nesy's kernels for any) gives the
+// logits of the same engine with DeltaRule "graph", which runs prompts
+// through the model's chunked delta-net and short passes through the
+// per-position graph: a 600-token prompt (a 512-position pass and a
+// shorter one), one step of 16 forks, and a padded pass of leaves of
+// several lengths.
 func TestDeltaRuleOperator(t *testing.T) {
-	spec := hybridSpecs()["qwen35-h64"]
-	on := newTestEngine(t, spec, Options{Sequences: 32})
+	for _, tc := range []struct {
+		spec, rule string
+		want       deltaRule
+	}{
+		{"qwen35-h64", "operator", ruleWKV},
+		{"qwen35-h64", "auto", ruleKernel},
+		{"qwen35", "kernel", ruleKernel},
+		{"qwen35-reordered", "auto", ruleKernel},
+		{"qwen35moe", "kernel", ruleKernel},
+	} {
+		t.Run(tc.spec+"/"+tc.rule, func(t *testing.T) { testDeltaRule(t, hybridSpecs()[tc.spec], tc.rule, tc.want) })
+	}
+}
+
+// testDeltaRule is TestDeltaRuleOperator for one model and rule.
+func testDeltaRule(t *testing.T, spec gguf.Spec, rule string, want deltaRule) {
+	on := newTestEngine(t, spec, Options{Sequences: 32, DeltaRule: rule})
 	off := newTestEngine(t, spec, Options{Sequences: 32, DeltaRule: "graph"})
-	if !on.hybrid.wkv || !on.graph.wkv || off.hybrid.wkv || off.graph.wkv {
-		t.Fatalf("operator on: %v %v, off: %v %v; want on by default for heads of 64 on the CPU, off with DeltaRule graph",
-			on.hybrid.wkv, on.graph.wkv, off.hybrid.wkv, off.graph.wkv)
+	if on.hybrid.rule != want || !on.graph.wkv || off.hybrid.rule != ruleGraph || off.graph.wkv {
+		t.Fatalf("rule %q: %v (one node %v), graph: %v (%v); want %v", rule, on.hybrid.rule, on.graph.wkv, off.hybrid.rule, off.graph.wkv, want)
 	}
 	v := on.Info().VocabSize
 	ctx := context.Background()
@@ -706,30 +721,35 @@ func TestDeltaRuleOperator(t *testing.T) {
 	}
 }
 
-// TestUseWKV: which engines run the delta rule as one operator, by
-// DeltaRule, device and head size (the GPU cases cannot run here).
-func TestUseWKV(t *testing.T) {
+// TestChooseRule: how engines run the delta rule, by DeltaRule, device and
+// head size (the GPU cases cannot run here).
+func TestChooseRule(t *testing.T) {
 	for _, tc := range []struct {
-		rule          string
-		onGPU, ragged bool
-		d             int
-		want          bool
+		rule                   string
+		onGPU, ragged, kernels bool
+		d                      int
+		want                   deltaRule
 	}{
-		{"auto", false, true, 64, true},
-		{"auto", false, true, 128, true},
-		{"auto", false, true, 256, true},
-		{"auto", false, true, 16, false},
-		{"auto", false, false, 128, false},
-		{"auto", true, true, 128, false},
-		{"graph", false, true, 128, false},
-		{"operator", false, true, 128, true},
-		{"operator", false, true, 32, false},
-		{"operator", true, true, 64, true},
-		{"operator", true, true, 128, true},
-		{"operator", true, true, 256, false},
+		{"auto", false, true, true, 64, ruleKernel},
+		{"auto", false, true, true, 128, ruleKernel},
+		{"auto", false, true, true, 16, ruleKernel},
+		{"auto", false, true, false, 128, ruleGraph},
+		{"auto", false, false, false, 128, ruleGraph},
+		{"auto", true, true, true, 128, ruleGraph},
+		{"kernel", false, true, true, 16, ruleKernel},
+		{"kernel", true, true, true, 128, ruleGraph},
+		{"kernel", false, false, false, 64, ruleGraph},
+		{"graph", false, true, true, 128, ruleGraph},
+		{"operator", false, true, true, 128, ruleWKV},
+		{"operator", false, true, false, 256, ruleWKV},
+		{"operator", false, true, true, 32, ruleGraph},
+		{"operator", false, false, false, 64, ruleGraph},
+		{"operator", true, true, true, 64, ruleWKV},
+		{"operator", true, true, true, 128, ruleWKV},
+		{"operator", true, true, true, 256, ruleGraph},
 	} {
-		if got := useWKV(tc.rule, tc.onGPU, tc.ragged, tc.d); got != tc.want {
-			t.Errorf("useWKV(%q, GPU %v, ragged %v, heads %d) = %v, want %v", tc.rule, tc.onGPU, tc.ragged, tc.d, got, tc.want)
+		if got := chooseRule(tc.rule, tc.onGPU, tc.ragged, tc.kernels, tc.d); got != tc.want {
+			t.Errorf("chooseRule(%q, GPU %v, ragged %v, kernels %v, heads %d) = %v, want %v", tc.rule, tc.onGPU, tc.ragged, tc.kernels, tc.d, got, tc.want)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 const searchMemoryUsage = `bound each search's tree (mcts, cmcts) to this much memory, e.g. 2GiB or 500MB: a search that reaches it stops with stop "memory", keeping its best plan (default: half the machine's memory)`
 
 // deltaRuleUsage is the help of --delta-rule (plan, bench, serve).
-const deltaRuleUsage = "Qwen3.5 models' gated delta-net: auto (one ggml operator where every layer runs on the CPU), operator (also on a GPU) or graph (ggml's general operators)"
+const deltaRuleUsage = "Qwen3.5 models' gated delta-net: auto (nesy's CPU kernels where every layer runs on the CPU, else graph), kernel (nesy's CPU kernels), operator (ggml's RWKV-7 operator, also on a GPU) or graph (ggml's general operators)"
 
 // fullLogitsUsage is the help of --full-logits (plan, bench, serve).
 const fullLogitsUsage = "compute every token's logit at every step; by default a CPU engine computes only the tokens the constraint allows (the same plans, less work: the output projection is most of a small model with a large vocabulary). For comparisons"

@@ -9,8 +9,10 @@
 package ggmlop
 
 /*
+#cgo CFLAGS: -fopenmp-simd
 #include <stdint.h>
 #include <stdbool.h>
+#include "delta.h"
 
 // ggml's own declarations (ggml.h): the headers live in Ollama's module,
 // outside this package's reach; the symbols are linked from Ollama's ggml
@@ -124,4 +126,84 @@ func WKV7(ctx ml.Context, r, w, k, v, a, b, state ml.Tensor) (out ml.Tensor, ok 
 		ps[i] = contiguous(c, p)
 	}
 	return wrap(r, C.ggml_rwkv_wkv7(c, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6]))
+}
+
+// DeltaRule is the gated delta rule of Qwen3.5's delta-net layers, run by
+// nesy's own CPU kernel over n sequences of different lengths: lens
+// (I32 [n]) gives each sequence's positions, which come sequence after
+// sequence in q, k ([d, hK, T]), v ([d, hV, T]), logDecay and beta
+// ([hV, T]); T is the sum of lens. The state of value head h of a sequence
+// is a d x d matrix M (state [d*d*hV, n], row i contiguous: value index i,
+// key indices j); at each position, with g = exp(logDecay),
+//
+//	delta = beta (v - g M k)
+//	M'    = g M + delta k^T
+//	y     = M' q
+//
+// where value head h reads key head h mod hK when reordered, else h/(hV/hK)
+// (no broadcast copies). Operands may be strided views (unit stride
+// within a head). It returns [d*hV, T + d*n]: the outputs y, then the
+// final states. Unlike WKV7 no sequence is padded to another's length and
+// any head size runs; the kernel runs on the CPU backend only. ok is false
+// when the tensors are not those of Ollama's ggml backend of the known
+// layout or the shapes do not fit.
+func DeltaRule(ctx ml.Context, q, k, v, logDecay, beta, state, lens ml.Tensor, reordered bool) (out ml.Tensor, ok bool) {
+	c, ok := contextPtr(ctx)
+	if !ok {
+		return nil, false
+	}
+	ps, ok := tensorPtrs(q, k, v, logDecay, beta, state, lens)
+	if !ok {
+		return nil, false
+	}
+	r := C.int(0)
+	if reordered {
+		r = 1
+	}
+	t := C.nesy_delta_rule(c, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], r)
+	if t == nil {
+		return nil, false
+	}
+	return wrap(q, t)
+}
+
+// Conv is the short causal convolution of Qwen3.5's delta-net layers, run
+// by nesy's own CPU kernel over n sequences of different lengths (lens,
+// I32 [n]): x is [C, T], the positions sequence after sequence; state
+// [K-1, C, n] holds each sequence's last K-1 inputs before the pass;
+// weight is [K, C] (K at most 8). Position t of a channel gives
+// sum_i weight[i] e[t+i], e the state's inputs followed by the sequence's
+// (ggml_ssm_conv's sum, without its padding to equal lengths). It returns
+// [C, T + (K-1)*n]: the outputs, then the new states (each sequence's
+// last K-1 inputs) laid out as state. ok as for DeltaRule.
+func Conv(ctx ml.Context, x, state, weight, lens ml.Tensor) (out ml.Tensor, ok bool) {
+	c, ok := contextPtr(ctx)
+	if !ok {
+		return nil, false
+	}
+	ps, ok := tensorPtrs(x, state, weight, lens)
+	if !ok {
+		return nil, false
+	}
+	t := C.nesy_conv(c, ps[0], ps[1], ps[2], ps[3])
+	if t == nil {
+		return nil, false
+	}
+	return wrap(x, t)
+}
+
+// MaxConvKernel is the longest convolution Conv takes.
+const MaxConvKernel = 8
+
+// tensorPtrs returns the ggml tensors of ts.
+func tensorPtrs(ts ...ml.Tensor) ([]*C.struct_ggml_tensor, bool) {
+	ps := make([]*C.struct_ggml_tensor, len(ts))
+	for i, t := range ts {
+		p, ok := tensorPtr(t)
+		if !ok {
+			return nil, false
+		}
+		ps[i] = p
+	}
+	return ps, true
 }
