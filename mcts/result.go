@@ -164,7 +164,7 @@ func (s *searcher) rollouts(leaves []*node, rows [][]float32) ([]float64, []bool
 						done = r.stops(cur, s.opts.Rollout)
 					}
 					if !done {
-						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: run, Candidates: s.candidateIDs(r.cur)})
+						reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: run, Candidates: s.candidateIDs(r.cur), CompactCandidates: true})
 						stepping = append(stepping, r)
 					}
 				}
@@ -238,12 +238,20 @@ func (s *searcher) forcedToken(c constraint.Cursor) (int, bool) {
 // rolloutToken picks the index in s.set.IDs of a rollout's next token: the
 // most likely allowed token (the first among equals), or with
 // Options.RolloutTemperature a sample from the allowed tokens' softmax of
-// logits/T.
+// logits/T. logits is a vocabulary row or, as the search asks for them
+// (models.EvalRequest.CompactCandidates), the allowed tokens' logits in
+// s.set.IDs' order (the mask's, see searcher.mask).
 func (s *searcher) rolloutToken(logits []float32) int {
 	ids := s.set.IDs
+	logit := func(k int) float32 {
+		if len(logits) == len(ids) {
+			return logits[k]
+		}
+		return logits[ids[k]]
+	}
 	best := 0
-	for k, id := range ids {
-		if logits[id] > logits[ids[best]] {
+	for k := range ids {
+		if logit(k) > logit(best) {
 			best = k
 		}
 	}
@@ -251,11 +259,11 @@ func (s *searcher) rolloutToken(logits []float32) int {
 	if t <= 0 || len(ids) == 1 {
 		return best
 	}
-	top := float64(logits[ids[best]])
+	top := float64(logit(best))
 	s.weights = s.weights[:0]
 	var sum float64
-	for _, id := range ids {
-		w := math.Exp((float64(logits[id]) - top) / t)
+	for k := range ids {
+		w := math.Exp((float64(logit(k)) - top) / t)
 		sum += w
 		s.weights = append(s.weights, w)
 	}

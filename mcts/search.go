@@ -235,7 +235,7 @@ func (s *searcher) run(prompt []int32) (string, error) {
 		return "", fmt.Errorf("mcts: prompt sequence: %w", err)
 	}
 	s.hold(s.root, seq)
-	res, err := s.lm.Eval(s.ctx, []models.EvalRequest{{Seq: seq, Tokens: prompt, Candidates: s.candidateIDs(s.root.cur)}})
+	res, err := s.lm.Eval(s.ctx, []models.EvalRequest{{Seq: seq, Tokens: prompt, Candidates: s.candidateIDs(s.root.cur), CompactCandidates: true}})
 	if err != nil {
 		if cerr := s.ctx.Err(); cerr != nil {
 			return StopCanceled, cerr
@@ -472,14 +472,23 @@ func (s *searcher) candidates(n *node, logits []float32) []cand {
 		return s.topTokens(logits)
 	}
 	m := s.mask(n.cur)
+	// The tree asks for its candidates' logits compact (in m.ids' order,
+	// models.EvalRequest.CompactCandidates); a vocabulary row is read by
+	// token.
+	logit := func(i int, id int32) float64 {
+		if len(logits) == len(m.ids) {
+			return float64(logits[i])
+		}
+		return float64(logits[id])
+	}
 	out := make([]cand, len(m.ids))
 	mx := math.Inf(-1)
-	for _, id := range m.ids {
-		mx = max(mx, float64(logits[id]))
+	for i, id := range m.ids {
+		mx = max(mx, logit(i, id))
 	}
 	sum := 0.0
 	for i, id := range m.ids {
-		p := math.Exp(float64(logits[id]) - mx)
+		p := math.Exp(logit(i, id) - mx)
 		out[i] = cand{id: id, next: int32(m.next[i]), prior: p}
 		sum += p
 	}

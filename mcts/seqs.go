@@ -216,7 +216,7 @@ func (s *searcher) evalFit(batch []request) ([]models.EvalResult, []bool, error)
 	run = func(lo, hi int) error {
 		reqs := make([]models.EvalRequest, 0, hi-lo)
 		for _, r := range batch[lo:hi] {
-			reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: r.toks, Candidates: s.candidateIDs(r.leaf.cur)})
+			reqs = append(reqs, models.EvalRequest{Seq: r.seq, Tokens: r.toks, Candidates: s.candidateIDs(r.leaf.cur), CompactCandidates: true})
 		}
 		for {
 			before := s.lm.Stats()

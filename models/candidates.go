@@ -117,19 +117,28 @@ func (e *Engine) selectOutput(ctx ml.Context, sel []int32) (restore func()) {
 // rowOf returns logit row k of a pass's output (width columns: the
 // vocabulary, or len(sel) for a pass with a selection) as a vocabulary row
 // for request r's input i: masked to r's candidates when it asked for
-// them (-Inf elsewhere).
+// them (-Inf elsewhere), or just the candidates' logits when it asked for
+// them compact.
 func (e *Engine) rowOf(out []float32, k, width int, sel []int32, r *reqState, i int) []float32 {
 	src := out[k*width : (k+1)*width]
 	if !r.selects(i) {
 		return slices.Clone(src)
 	}
-	return maskedRow(e.tok.vocabSize, r.req.Candidates, func(t int32) float32 {
+	logit := func(t int32) float32 {
 		if sel == nil {
 			return src[t]
 		}
 		j, _ := slices.BinarySearch(sel, t) // sel holds every candidate
 		return src[j]
-	})
+	}
+	if r.req.CompactCandidates {
+		row := make([]float32, len(r.req.Candidates))
+		for j, t := range r.req.Candidates {
+			row[j] = logit(t)
+		}
+		return row
+	}
+	return maskedRow(e.tok.vocabSize, r.req.Candidates, logit)
 }
 
 // maskedRow returns a vocabulary row holding logit(t) at each candidate t

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,7 +38,9 @@ func candidateSpecs() map[string]gguf.Spec {
 // tolerance), -Inf for every other token, and passes whose rows all name
 // candidates compute only those (CandidatePasses); a pass with a request
 // that names none computes the full projection and still masks the rows
-// that do; FullLogits computes every pass in full with the same rows.
+// that do; FullLogits computes every pass in full with the same rows;
+// requests asking for compact rows (CompactCandidates) get the same
+// candidates' logits, one per candidate in their order.
 func TestCandidateLogits(t *testing.T) {
 	for name, spec := range candidateSpecs() {
 		t.Run(name, func(t *testing.T) {
@@ -73,6 +76,7 @@ func TestCandidateLogits(t *testing.T) {
 						r := EvalRequest{Seq: s, Tokens: testTokens(10*round+i+2, 1+i%4, v)}
 						if round == 0 || i != 3 {
 							r.Candidates = testTokens(100*round+i, 3+5*i, v)
+							r.CompactCandidates = i%2 == 1
 						}
 						reqs = append(reqs, r)
 					}
@@ -97,6 +101,12 @@ func TestCandidateLogits(t *testing.T) {
 						if r.Candidates == nil {
 							assertClose(t, fmt.Sprintf("round %d request %d", round, i), row, want, tolFor(e))
 							continue
+						}
+						if r.CompactCandidates {
+							if len(row) != len(r.Candidates) {
+								t.Fatalf("round %d request %d: compact row of %d logits for %d candidates", round, i, len(row), len(r.Candidates))
+							}
+							row = maskedRow(v, r.Candidates, func(c int32) float32 { return row[slices.Index(r.Candidates, c)] })
 						}
 						checkCandidateRow(t, fmt.Sprintf("round %d request %d", round, i), row, want, r.Candidates, tolFor(e))
 					}
@@ -137,7 +147,7 @@ func checkCandidateRow(t *testing.T, what string, row, want []float32, cands []i
 
 // TestCandidateErrors: a candidate outside the vocabulary is refused by
 // the engine and by the uniform model, and the uniform model masks its
-// rows as the engine does.
+// rows (and makes them compact) as the engine does.
 func TestCandidateErrors(t *testing.T) {
 	e := newTestEngine(t, gguf.Default(gguf.ArchLlama), Options{})
 	u := NewUniform(e, 4)
@@ -164,6 +174,13 @@ func TestCandidateErrors(t *testing.T) {
 			if isInf := math.IsInf(float64(l), -1); isInf == (j == 3 || j == 7) {
 				t.Fatalf("%T: token %d has logit %v", lm, j, l)
 			}
+		}
+		res, err = lm.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{6}, Candidates: []int32{7, 3, 9}, CompactCandidates: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := res[0].Logits[0]; len(row) != 3 || slices.ContainsFunc(row, func(l float32) bool { return math.IsInf(float64(l), 0) || l != l }) {
+			t.Fatalf("%T: compact row %v, want 3 finite logits", lm, row)
 		}
 		lm.Release(s)
 	}

@@ -158,6 +158,13 @@ type EvalRequest struct {
 	// -Inf at every other token, and an engine may compute just those rows
 	// of the output projection.
 	Candidates []int32
+	// CompactCandidates, with Candidates (and AllLogits false), makes the
+	// last position's row hold only the candidates' logits, in
+	// Candidates' order (len(Candidates) floats), instead of a vocabulary
+	// row: no row of the vocabulary's size to allocate and fill per
+	// request (608 KB for Qwen's 151,936 tokens, and as much garbage), most
+	// of a search's own work per leaf with such a vocabulary.
+	CompactCandidates bool
 }
 
 // EvalResult holds the logits of one EvalRequest: one row of VocabSize

@@ -189,6 +189,10 @@ func (u *Uniform) Eval(ctx context.Context, reqs []EvalRequest) ([]EvalResult, e
 		}
 		out[i] = EvalResult{Logits: make([][]float32, rows), Positions: len(r.Tokens)}
 		for j := range rows {
+			if r.Candidates != nil && !r.AllLogits && r.CompactCandidates {
+				out[i].Logits[j] = make([]float32, len(r.Candidates))
+				continue
+			}
 			if r.Candidates != nil && !r.AllLogits {
 				out[i].Logits[j] = maskedRow(u.info.VocabSize, r.Candidates, func(int32) float32 { return 0 })
 				continue
