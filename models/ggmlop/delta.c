@@ -93,8 +93,8 @@ static void delta_kernel(struct ggml_tensor *dst, int ith, int nth, void *userda
 		const int64_t kh = reordered ? h % hK : h / r;
 		float *S = states + (s * hV + h) * d * d; // row i: value index i, key indices contiguous
 		memcpy(S, at(st, s * st->nb[1]) + h * d * d, d * d * sizeof(float));
-		const int64_t t0 = first(lens, s);
-		for (int64_t t = t0; t < t0 + lens[s]; t++) {
+		const int64_t t0 = first(lens, s), t1 = t0 + lens[s] < T_ ? t0 + lens[s] : T_; // lens sum to T
+		for (int64_t t = t0; t < t1; t++) {
 			const float *qt = at(q, t * q->nb[2] + kh * q->nb[1]);
 			const float *kt = at(k, t * k->nb[2] + kh * k->nb[1]);
 			const float *vt = at(v, t * v->nb[2] + h * v->nb[1]);
@@ -177,7 +177,8 @@ static void conv_kernel(struct ggml_tensor *dst, int ith, int nth, void *userdat
 					hist[i][j] = *at(st, s * st->nb[2] + (cb + j) * st->nb[1] + i * st->nb[0]);
 				}
 			}
-			for (int64_t t = t0; t < t0 + lens[s]; t++) {
+			const int64_t t1 = t0 + lens[s] < nT ? t0 + lens[s] : nT; // lens sum to T
+			for (int64_t t = t0; t < t1; t++) {
 				const float *xt = at(x, t * x->nb[1] + cb * x->nb[0]);
 				float *y = out + t * C + cb;
 				for (int64_t j = 0; j < nb; j++) {
