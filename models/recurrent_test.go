@@ -575,8 +575,12 @@ func TestPassGraphBound(t *testing.T) {
 			// The longest pass deltaStep runs (the one-operator
 			// recurrence runs any: the engine's longest pass).
 			step := min(e.graph.step(e.maxLen), e.passTokens())
-			if !e.graph.wkv || e.hybrid.rule != ruleKernel {
-				t.Fatalf("delta rule: graph one node %v, forward %v; want nesy's kernels on the CPU", e.graph.wkv, e.hybrid.rule)
+			want := ruleKernel // on the CPU; the graph on a GPU
+			if e.Info().Device != "CPU" {
+				want = ruleGraph
+			}
+			if e.hybrid.rule != want || e.graph.wkv != want.oneOp() {
+				t.Fatalf("delta rule on %s: %v (graph one node %v), want %v", e.Info().Device, e.hybrid.rule, e.graph.wkv, want)
 			}
 			if step < 4 {
 				t.Fatalf("deltaStep bound %d positions: the estimate leaves no room", step)
@@ -654,10 +658,16 @@ func TestDeltaRuleOperator(t *testing.T) {
 	}
 }
 
-// testDeltaRule is TestDeltaRuleOperator for one model and rule.
+// testDeltaRule is TestDeltaRuleOperator for one model and rule (both
+// engines on the CPU for the kernels, which run there only).
 func testDeltaRule(t *testing.T, spec gguf.Spec, rule string, want deltaRule) {
-	on := newTestEngine(t, spec, Options{Sequences: 32, DeltaRule: rule})
-	off := newTestEngine(t, spec, Options{Sequences: 32, DeltaRule: "graph"})
+	opts := Options{Sequences: 32, DeltaRule: rule}
+	if want == ruleKernel {
+		opts.GPULayers = -1
+	}
+	on := newTestEngine(t, spec, opts)
+	opts.DeltaRule = "graph"
+	off := newTestEngine(t, spec, opts)
 	if on.hybrid.rule != want || !on.graph.wkv || off.hybrid.rule != ruleGraph || off.graph.wkv {
 		t.Fatalf("rule %q: %v (one node %v), graph: %v (%v); want %v", rule, on.hybrid.rule, on.graph.wkv, off.hybrid.rule, off.graph.wkv, want)
 	}
