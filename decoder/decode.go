@@ -361,7 +361,11 @@ type run struct {
 	res    *Result
 	seq    models.SeqID
 	logits []float32
-	pos    int // tokens in the sequence
+	// compact says logits holds only the candidates of the last feed, in
+	// their order (models.EvalRequest.CompactCandidates), not a
+	// vocabulary row.
+	compact bool
+	pos     int // tokens in the sequence
 
 	// constrained
 	cur constraint.Cursor
@@ -388,10 +392,12 @@ func (r *run) emit(e Event) {
 
 // feed evaluates toks on the run's sequence and keeps the last logit row;
 // cands, when not nil, are the only tokens whose logits the run reads
-// next (models.EvalRequest.Candidates).
+// next (models.EvalRequest.Candidates), and then come back compact: just
+// their logits, in their order.
 func (r *run) feed(ctx context.Context, toks, cands []int32) error {
 	t0 := time.Now()
-	res, err := r.lm.Eval(ctx, []models.EvalRequest{{Seq: r.seq, Tokens: toks, Candidates: cands}})
+	r.compact = cands != nil
+	res, err := r.lm.Eval(ctx, []models.EvalRequest{{Seq: r.seq, Tokens: toks, Candidates: cands, CompactCandidates: r.compact}})
 	r.res.ModelSeconds += time.Since(t0).Seconds()
 	r.res.ModelCalls++
 	if err != nil {
@@ -459,7 +465,13 @@ func (r *run) decode(ctx context.Context) error {
 				if err := r.flush(ctx, r.set.IDs); err != nil {
 					return err
 				}
-				i = r.sm.Pick(r.logits, r.set.IDs)
+				if r.compact && len(r.logits) == r.set.Len() {
+					// The flush's row: the allowed tokens' logits in
+					// order, so a position in it is a position in IDs.
+					i = r.sm.Pick(r.logits, nil)
+				} else {
+					i = r.sm.Pick(r.logits, r.set.IDs)
+				}
 			case !r.opts.Sampling.Greedy():
 				// A forced token: the logits do not matter (they may be
 				// masked to an earlier choice's candidates), but the

@@ -86,13 +86,13 @@ func (sm *Sampler) Pick(logits []float32, ids []int32) int {
 	}
 	// Candidates as positions into ids (or token ids), scaled logits.
 	if ids == nil {
-		if len(sm.all) != n {
+		if len(sm.all) < n {
 			sm.all = make([]int32, n)
 			for i := range sm.all {
 				sm.all[i] = int32(i)
 			}
 		}
-		ids = sm.all
+		ids = sm.all[:n]
 	}
 	c := sm.cand[:0]
 	inv := 1 / sm.s.Temperature
