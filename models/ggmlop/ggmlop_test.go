@@ -81,17 +81,8 @@ func TestWKV7(t *testing.T) {
 				t.Fatalf("shape %v, want %v", got, want)
 			}
 			ctx.Forward(out).Compute(out)
-			got := out.Floats()
 			wantY, wantState := wkv7Ref(tc.s, tc.h, tc.n, r, w, k, v, a, bb, state)
-			want := append(wantY, wantState...)
-			if len(got) != len(want) {
-				t.Fatalf("%d values, want %d", len(got), len(want))
-			}
-			for i := range want {
-				if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*(1+math.Abs(float64(want[i]))) {
-					t.Fatalf("value %d: %g, want %g", i, got[i], want[i])
-				}
-			}
+			closeTo(t, out.Floats(), append(wantY, wantState...))
 		})
 	}
 }
