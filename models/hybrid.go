@@ -93,8 +93,9 @@ type padded struct {
 	scatter ml.Tensor // the own row each place of the pass takes [pad*n]
 	// valid is 1 at each own position's place in the pass and 0 at the
 	// pads [pad*n] (deltaWKV's pads are steps that change nothing); set
-	// only with the operator, active and order only without it
-	// (recurrenceOrder).
+	// only with the operator (ruleWKV), active and order only with the
+	// graph (ruleGraph, recurrenceOrder); the kernels (ruleKernel) need
+	// neither: they take lengths.
 	valid ml.Tensor
 	// order gives each own position (by sequence, then position) its
 	// column in the recurrence's outputs, which come by position, then

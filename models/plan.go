@@ -680,10 +680,11 @@ type passGraph struct {
 	maxNodes  int // the backend's per-context limit
 	layers    int
 	recurrent int // delta-net layers
-	// wkv says deltaStep runs the recurrence as one operator
-	// (hybridForward.deltaWKV): its graph takes wkvNodes per recurrent
-	// layer whatever the positions, instead of stepNodes per position and
-	// a padded pass's paddedStepNodes.
+	// wkv says deltaStep runs the recurrence as one node (ggml's operator,
+	// hybridForward.deltaWKV, or nesy's kernels, deltaKernel): its graph
+	// takes at most wkvNodes per recurrent layer whatever the positions,
+	// instead of stepNodes per position and a padded pass's
+	// paddedStepNodes.
 	wkv bool
 }
 
