@@ -238,17 +238,11 @@ func (s *searcher) forcedToken(c constraint.Cursor) (int, bool) {
 // rolloutToken picks the index in s.set.IDs of a rollout's next token: the
 // most likely allowed token (the first among equals), or with
 // Options.RolloutTemperature a sample from the allowed tokens' softmax of
-// logits/T. logits is a vocabulary row or, as the search asks for them
-// (models.EvalRequest.CompactCandidates), the allowed tokens' logits in
-// s.set.IDs' order (the mask's, see searcher.mask).
+// logits/T. logits is read by candLogit (s.set.IDs is the mask's order,
+// see searcher.mask).
 func (s *searcher) rolloutToken(logits []float32) int {
 	ids := s.set.IDs
-	logit := func(k int) float32 {
-		if len(logits) == len(ids) {
-			return logits[k]
-		}
-		return logits[ids[k]]
-	}
+	logit := func(k int) float32 { return candLogit(logits, ids, k) }
 	best := 0
 	for k := range ids {
 		if logit(k) > logit(best) {

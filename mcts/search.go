@@ -363,6 +363,17 @@ func (s *searcher) candidateIDs(c constraint.Cursor) []int32 {
 	return s.mask(c).ids
 }
 
+// candLogit is the logit of ids[i] in logits: a row of ids' logits in
+// their order, as the search asks for them
+// (models.EvalRequest.CompactCandidates, ids being the mask's), or a
+// vocabulary row, read by token.
+func candLogit(logits []float32, ids []int32, i int) float32 {
+	if len(logits) == len(ids) {
+		return logits[i]
+	}
+	return logits[ids[i]]
+}
+
 // lastRow returns the logits of a result's last position.
 func lastRow(r models.EvalResult) []float32 {
 	if len(r.Logits) == 0 {
@@ -472,23 +483,14 @@ func (s *searcher) candidates(n *node, logits []float32) []cand {
 		return s.topTokens(logits)
 	}
 	m := s.mask(n.cur)
-	// The tree asks for its candidates' logits compact (in m.ids' order,
-	// models.EvalRequest.CompactCandidates); a vocabulary row is read by
-	// token.
-	logit := func(i int, id int32) float64 {
-		if len(logits) == len(m.ids) {
-			return float64(logits[i])
-		}
-		return float64(logits[id])
-	}
 	out := make([]cand, len(m.ids))
 	mx := math.Inf(-1)
-	for i, id := range m.ids {
-		mx = max(mx, logit(i, id))
+	for i := range m.ids {
+		mx = max(mx, float64(candLogit(logits, m.ids, i)))
 	}
 	sum := 0.0
 	for i, id := range m.ids {
-		p := math.Exp(logit(i, id) - mx)
+		p := math.Exp(float64(candLogit(logits, m.ids, i)) - mx)
 		out[i] = cand{id: id, next: int32(m.next[i]), prior: p}
 		sum += p
 	}
