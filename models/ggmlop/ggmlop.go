@@ -117,12 +117,11 @@ func WKV7(ctx ml.Context, r, w, k, v, a, b, state ml.Tensor) (out ml.Tensor, ok 
 	if !ok {
 		return nil, false
 	}
-	var ps [7]*C.struct_ggml_tensor
-	for i, t := range []ml.Tensor{r, w, k, v, a, b, state} {
-		p, ok := tensorPtr(t)
-		if !ok {
-			return nil, false
-		}
+	ps, ok := tensorPtrs(r, w, k, v, a, b, state)
+	if !ok {
+		return nil, false
+	}
+	for i, p := range ps {
 		ps[i] = contiguous(c, p)
 	}
 	return wrap(r, C.ggml_rwkv_wkv7(c, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6]))
