@@ -90,6 +90,10 @@ type Engine struct {
 	// graph bounds the sequences of one pass of a recurrent model (see
 	// planRecurrent).
 	graph passGraph
+	// forks copies the recurrent states of a pass's new forks in one step
+	// per buffer (nil: the cache copies them fork by fork; see
+	// forkCopier).
+	forks *forkCopier
 	// inspect, when set (by tests), sees every pass's context once its
 	// graph is built.
 	inspect func(ml.Context)
@@ -246,7 +250,9 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	e.stats.CacheCells = (o.cacheCaps*o.Sequences + 255) / 256 * 256 // the cache pads to 256 cells
 	if cc, ok := cache.(kvcache.CheckpointCache); ok {
 		e.checkpoints = cc
+		e.forks = newForkCopier(recurrentOf(cache))
 		e.graph = newPassGraph(m.Backend())
+		e.graph.ownCopies = e.forks != nil
 		if mm == nil {
 			e.hybrid = newHybridForward(m, o.DeltaRule, params.GPULayers.Sum() > 0)
 			e.graph.wkv = e.hybrid != nil && e.hybrid.rule.oneOp()

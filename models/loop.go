@@ -460,6 +460,9 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch, pd *padded) (
 		}
 		return err
 	}
+	if e.forks != nil {
+		e.forks.copy(ctx)
+	}
 	e.cells.place(ib.Sequences, ib.Positions)
 	b.sel = e.selection(b)
 	restore := e.selectOutput(ctx, b.sel)

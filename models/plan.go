@@ -671,7 +671,9 @@ func decompose(counts []int, n int) uint64 {
 // state copy (2 + 2 per recurrent layer), its checkpoint captures (4 per
 // recurrent layer: 2 + 6 per recurrent layer measured without checkpoints
 // to copy) and the copies of the checkpoints its source's slot holds (2
-// per recurrent layer and checkpoint); a padded pass adds paddedNodes per
+// per recurrent layer and checkpoint) — or, where the engine copies its
+// forks' states itself (passGraph.ownCopies), only its captures, and the
+// pass 4 + 4 per recurrent layer for all forks' copies; a padded pass adds paddedNodes per
 // layer (measured: 12). A tenth of the limit stays free. (Until
 // 2026-12-03 the layers were estimated at 70% of the limit, three to four
 // times what they take, which held passes to a third of the sequences
@@ -686,6 +688,10 @@ type passGraph struct {
 	// instead of stepNodes per position and a padded pass's
 	// paddedStepNodes.
 	wkv bool
+	// ownCopies says the engine copies the states of a pass's new forks
+	// itself (forkCopier): a read and a write per buffer for the whole
+	// pass, and no checkpoint copies, instead of the cache's per fork.
+	ownCopies bool
 }
 
 // wkvNodes bounds the graph objects deltaWKV adds per recurrent layer
@@ -776,6 +782,9 @@ const checkpointInterval = 1664
 // step positions.
 func (g passGraph) base(k, step int) int {
 	b := 100 + 150*g.layers
+	if g.ownCopies {
+		b += 4 + 4*g.recurrent // the pass's fork copies
+	}
 	switch {
 	case k <= 1:
 	case k <= step:
@@ -789,6 +798,9 @@ func (g passGraph) base(k, step int) int {
 // perSeq is the estimate for one sequence whose slot holds checkpoints
 // checkpoints.
 func (g passGraph) perSeq(checkpoints int) int {
+	if g.ownCopies {
+		return 2 + 6*g.recurrent // no copies of its own: its captures
+	}
 	return 2 + 6*g.recurrent + 2*g.recurrent*checkpoints
 }
 
