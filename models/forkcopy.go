@@ -43,19 +43,19 @@ import (
 // (newForkCopier returns nil when any differs, and the engine then leaves
 // the copies to Ollama).
 type forkCopier struct {
-	curSeqs, curSlots          *[]int
-	curSlotsInput              *ml.Tensor
-	slotForSeq                 *map[int]int
-	refCount, freeSlots        *[]int
-	convStates, recurrentState *map[int]ml.Tensor
-	checkpoints                reflect.Value // map[int]*slotCheckpointStore
-	checkpointCount            int
-	reserving                  *bool
+	curSeqs, curSlots           *[]int
+	curSlotsInput               *ml.Tensor
+	slotForSeq                  *map[int]int
+	refCount, freeSlots         *[]int
+	convStates, recurrentStates *map[int]ml.Tensor
+	checkpoints                 reflect.Value // map[int]*slotCheckpointStore
+	checkpointCount             int
+	reserving                   *bool
 	// storeType is *slotCheckpointStore; the indices are of its fields
 	// entries, size, next and lastPos, and of pos in an entry.
-	storeType                   reflect.Type
-	entries, size, next, lastPs int
-	entryPos                    int
+	storeType                    reflect.Type
+	entries, size, next, lastPos int
+	entryPos                     int
 }
 
 // fieldAddr returns a pointer to v's field name if it has type t.
@@ -90,7 +90,7 @@ func newForkCopier(c *kvcache.Recurrent) *forkCopier {
 	f.refCount = (*[]int)(ptr("refCount", ints))
 	f.freeSlots = (*[]int)(ptr("freeSlots", ints))
 	f.convStates = (*map[int]ml.Tensor)(ptr("convStates", tensors))
-	f.recurrentState = (*map[int]ml.Tensor)(ptr("recurrentStates", tensors))
+	f.recurrentStates = (*map[int]ml.Tensor)(ptr("recurrentStates", tensors))
 	f.reserving = (*bool)(ptr("reserveCheckpoints", reflect.TypeFor[bool]()))
 	count := (*int)(ptr("checkpointCount", reflect.TypeFor[int]()))
 	cp := v.FieldByName("checkpoints")
@@ -113,7 +113,7 @@ func newForkCopier(c *kvcache.Recurrent) *forkCopier {
 	f.entries = index(st, "entries", reflect.Slice)
 	f.size = index(st, "size", reflect.Int)
 	f.next = index(st, "next", reflect.Int)
-	f.lastPs = index(st, "lastPos", reflect.Int32)
+	f.lastPos = index(st, "lastPos", reflect.Int32)
 	if !ok {
 		return nil
 	}
@@ -140,8 +140,9 @@ func recurrentOf(c kvcache.Cache) *kvcache.Recurrent {
 	return nil
 }
 
-// set returns v (a field reached through unexported names) as settable.
-func set(v reflect.Value) reflect.Value {
+// writable returns v (a field reached through unexported names) as a
+// settable value.
+func writable(v reflect.Value) reflect.Value {
 	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
 }
 
@@ -176,7 +177,7 @@ func (f *forkCopier) copy(ctx ml.Context) {
 	}
 	from := ctx.Input().FromInts(src, len(src))
 	to := ctx.Input().FromInts(dst, len(dst))
-	for _, bufs := range []map[int]ml.Tensor{*f.convStates, *f.recurrentState} {
+	for _, bufs := range []map[int]ml.Tensor{*f.convStates, *f.recurrentStates} {
 		for _, buf := range bufs {
 			ctx.Forward(buf.SetRows(ctx, buf.Rows(ctx, from), to))
 		}
@@ -198,21 +199,21 @@ func (f *forkCopier) startCheckpoints(from, to int) {
 	}
 	last := int64(-1)
 	if s := f.checkpoints.MapIndex(reflect.ValueOf(from)); s.IsValid() && !s.IsNil() {
-		last = s.Elem().Field(f.lastPs).Int()
+		last = s.Elem().Field(f.lastPos).Int()
 	}
 	s := f.checkpoints.MapIndex(reflect.ValueOf(to))
 	if !s.IsValid() || s.IsNil() {
 		s = reflect.New(f.storeType.Elem())
 		es := s.Elem().Field(f.entries)
-		set(es).Set(reflect.MakeSlice(es.Type(), f.checkpointCount, f.checkpointCount))
+		writable(es).Set(reflect.MakeSlice(es.Type(), f.checkpointCount, f.checkpointCount))
 		f.checkpoints.SetMapIndex(reflect.ValueOf(to), s)
 	}
 	st := s.Elem()
 	es := st.Field(f.entries)
 	for i := range es.Len() {
-		set(es.Index(i).Field(f.entryPos)).SetInt(-1)
+		writable(es.Index(i).Field(f.entryPos)).SetInt(-1)
 	}
-	set(st.Field(f.size)).SetInt(0)
-	set(st.Field(f.next)).SetInt(0)
-	set(st.Field(f.lastPs)).SetInt(last)
+	writable(st.Field(f.size)).SetInt(0)
+	writable(st.Field(f.next)).SetInt(0)
+	writable(st.Field(f.lastPos)).SetInt(last)
 }
