@@ -101,7 +101,8 @@ func benchModel(b *testing.B, name string, spec func(testing.TB) gguf.Spec) stri
 // benchSearches runs 128-simulation searches with one leaf and with 16
 // leaves per model call on the model at path, after a short prompt, over
 // the first ALFWorld task: simulations per second, batch occupancy, model
-// passes per search and CPU time per simulation.
+// passes per search, positions per search and per second, and CPU time
+// per simulation.
 func benchSearches(b *testing.B, path string, mopts models.Options) {
 	mopts.FullLogits = os.Getenv("NESY_BENCH_FULL_LOGITS") == "1"
 	mopts.FlashAttention = os.Getenv("NESY_BENCH_FLASH")
@@ -163,6 +164,10 @@ func benchSearches(b *testing.B, path string, mopts models.Options) {
 			st := lm.Stats()
 			b.ReportMetric(float64(st.ModelCalls-st0.ModelCalls)/float64(b.N), "passes/op")
 			b.ReportMetric(float64(st.EvaluatedTokens-st0.EvaluatedTokens)/float64(b.N), "tokens/op")
+			// Positions per second: the engine's side of the batch sizes'
+			// ratio (a batched search's wider tree spends more positions
+			// per simulation, which sims/s also counts).
+			b.ReportMetric(float64(st.EvaluatedTokens-st0.EvaluatedTokens)/b.Elapsed().Seconds(), "tok/s")
 			b.ReportMetric(float64(st.PaddedPositions-st0.PaddedPositions)/float64(b.N), "pads/op")
 			b.ReportMetric(float64(recomputed)/float64(b.N), "recomputed/op")
 			// CPU time per simulation: steadier than sims/s when other
