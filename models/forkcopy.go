@@ -18,11 +18,11 @@ import (
 // layer's convolution and delta-rule buffer, and a copy of every
 // checkpoint the source's slot holds (one node per checkpoint, layer and
 // buffer). A search's batch is all fresh forks, so these copies were most
-// of a 16-leaf pass's graph (705 of its nodes against 213 without them on
-// a 4-layer qwen35; counted by TestForkCopies): host work per node on
-// every device, a kernel launch each on a GPU, a barrier each between CPU
-// threads, and a share of the backend's per-graph node limit, which bounds
-// the sequences a pass may hold.
+// of a 16-leaf pass's graph (485 nodes against 209 with one copy per
+// buffer on a 4-layer qwen35; counted by TestForkCopies): host work per
+// node on every device, a kernel launch each on a GPU, a barrier each
+// between CPU threads, and a share of the backend's per-graph node limit,
+// which bounds the sequences a pass may hold.
 //
 // forkCopier does the same detaching before the model's layers run, for
 // all of a pass's forks at once: it gives each a free slot as Ollama does,
