@@ -35,7 +35,9 @@ import (
 // logit (models.Options.FullLogits) instead of the candidates' only.
 // NESY_BENCH_FLASH=on|off|auto sets models.Options.FlashAttention;
 // NESY_BENCH_BATCHES=1,4,8,16,32 the batch sizes (default 1 and 16);
-// NESY_BENCH_SIMS the simulations per search (default 128). Each batch
+// NESY_BENCH_SIMS the simulations per search (default 128);
+// NESY_BENCH_DTYPE=f16|bf16|q8_0 the hybrid benchmarks' weight type
+// (default f32; bf16 is Qwen3.5's released type). Each batch
 // size first runs one search untimed (its buffers' first allocation and
 // touch are not the search's steady cost); NESY_BENCH_COLD=1 times it too.
 func BenchmarkSimulations(b *testing.B) {
@@ -58,9 +60,11 @@ func BenchmarkSimulations(b *testing.B) {
 //	for i in 1 2 3; do for b in 1 16; do
 //	  go test ./mcts -run XXX -bench HybridSimulations/batch=$b\$ -benchtime 3x; done; done
 func BenchmarkHybridSimulations(b *testing.B) {
-	path := benchModel(b, "qwen35-bench", func(testing.TB) gguf.Spec {
+	dt := benchDType()
+	path := benchModel(b, "qwen35-bench-"+string(dt), func(testing.TB) gguf.Spec {
 		s := gguf.Default(gguf.ArchQwen35)
 		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.VocabSize, s.Seed = 768, 12, 2048, 6, 2, 64, 32000, 1
+		s.DType = dt
 		return s
 	})
 	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1),
@@ -75,18 +79,28 @@ func BenchmarkHybridSimulations(b *testing.B) {
 // most of the model, as it is for small models with this vocabulary. With
 // NESY_BENCH_FULL_LOGITS=1 every pass computes every logit.
 func BenchmarkHybridSimulationsQwenVocab(b *testing.B) {
-	path := benchModel(b, "qwen35-qwenvocab", func(tb testing.TB) gguf.Spec {
+	dt := benchDType()
+	path := benchModel(b, "qwen35-qwenvocab-"+string(dt), func(tb testing.TB) gguf.Spec {
 		tok, err := gguf.FromHF(testenv.Tokenizer(tb, "qwen3"))
 		if err != nil {
 			tb.Fatal(err)
 		}
 		s := gguf.Default(gguf.ArchQwen35)
 		s.Embd, s.Layers, s.FFN, s.Heads, s.KVHeads, s.HeadDim, s.Seed = 768, 12, 2048, 6, 2, 64, 1
-		s.Tokenizer, s.VocabSize, s.TiedOutput = tok, 151936, true
+		s.Tokenizer, s.VocabSize, s.TiedOutput, s.DType = tok, 151936, true, dt
 		return s
 	})
 	benchSearches(b, path, models.Options{Sequences: SuggestedSequences, Threads: envInt("NESY_BENCH_THREADS", 1),
 		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE")})
+}
+
+// benchDType is the hybrid benchmarks' weight type: NESY_BENCH_DTYPE, or
+// F32 (gguf.Write rejects a type it does not know).
+func benchDType() gguf.DType {
+	if v := os.Getenv("NESY_BENCH_DTYPE"); v != "" {
+		return gguf.DType(strings.ToLower(v))
+	}
+	return gguf.F32
 }
 
 // benchModel is modelPath, or the GGUF named by NESY_BENCH_MODEL.

@@ -17,8 +17,9 @@ import (
 // hybridSpecs are generated Qwen3.5 networks of several shapes: the
 // defaults (4 value heads reading 2 key heads), wider heads with a key
 // head per value head, more layers (two full attention layers), F16
-// weights, value heads reading the key heads in the reordered layout, and
-// mixture-of-experts ones.
+// weights, Q8_0 weights (ggml's quantized kernels: the activations are
+// quantized too), value heads reading the key heads in the reordered
+// layout, and mixture-of-experts ones.
 func hybridSpecs() map[string]gguf.Spec {
 	wide := gguf.Default(gguf.ArchQwen35)
 	wide.Embd, wide.Heads, wide.KVHeads, wide.FFN = 128, 4, 4, 256 // 32-wide heads, as many key as value heads
@@ -26,6 +27,8 @@ func hybridSpecs() map[string]gguf.Spec {
 	deep.Layers = 8
 	half := gguf.Default(gguf.ArchQwen35)
 	half.DType = gguf.F16
+	q8 := gguf.Default(gguf.ArchQwen35)
+	q8.DType = gguf.Q8_0
 	// Heads of 64: the delta rule as one operator (deltaWKV).
 	h64 := gguf.Default(gguf.ArchQwen35)
 	h64.Embd, h64.Heads, h64.KVHeads, h64.HeadDim, h64.FFN = 128, 2, 1, 64, 256
@@ -37,7 +40,7 @@ func hybridSpecs() map[string]gguf.Spec {
 	moe8.Experts, moe8.ExpertsUsed, moe8.Layers = 8, 3, 8
 	return map[string]gguf.Spec{
 		"qwen35": gguf.Default(gguf.ArchQwen35), "qwen35-wide": wide, "qwen35-deep": deep,
-		"qwen35-f16": half, "qwen35-h64": h64, "qwen35-reordered": reordered, "qwen35moe": moe, "qwen35moe-8x3": moe8,
+		"qwen35-f16": half, "qwen35-q8_0": q8, "qwen35-h64": h64, "qwen35-reordered": reordered, "qwen35moe": moe, "qwen35moe-8x3": moe8,
 	}
 }
 
@@ -178,7 +181,7 @@ func TestRecurrentPassLimit(t *testing.T) {
 // prompt and inside their own continuation) and continuing them together
 // with untouched ones equals a fresh evaluation too.
 func TestRecurrentBatchedForks(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35-reordered", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35-reordered", "qwen35-q8_0", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 64, 3, 40)
 			v := e.Info().VocabSize
@@ -443,7 +446,7 @@ func promptedEngineOpts(t *testing.T, spec gguf.Spec, opts Options, seed, n int)
 // exactly as a fresh evaluation of their histories: the pads left neither
 // cache cells, nor recurrent or convolution state behind.
 func TestRecurrentPaddedPasses(t *testing.T) {
-	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35-reordered", "qwen35moe"} {
+	for _, name := range []string{"qwen35", "qwen35-wide", "qwen35-h64", "qwen35-reordered", "qwen35-q8_0", "qwen35moe"} {
 		t.Run(name, func(t *testing.T) {
 			e, src, prompt := promptedEngine(t, hybridSpecs()[name], 16, 7, 20)
 			v := e.Info().VocabSize

@@ -143,7 +143,8 @@ func TestPlanCLITinyModel(t *testing.T) {
 // asks for 128 sequence slots); now every plan validates and reaches the
 // goal of the demo task. The third model has heads of 64, whose delta rule
 // runs as one ggml operator (models' deltaWKV), as Qwen3.5's heads of 128
-// do.
+// do. The last two store their weights as users' files do: BF16 (Qwen3.5's
+// released type) and Q8_0.
 func TestPlanCLIHybrid(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -152,6 +153,8 @@ func TestPlanCLIHybrid(t *testing.T) {
 		{gguf.ArchQwen35, []string{"--arch", gguf.ArchQwen35}},
 		{gguf.ArchQwen35MoE, []string{"--arch", gguf.ArchQwen35MoE}},
 		{"qwen35-heads-64", []string{"--arch", gguf.ArchQwen35, "--embd", "128", "--heads", "2", "--kv-heads", "1", "--head-dim", "64", "--ffn", "256"}},
+		{"qwen35-bf16", []string{"--arch", gguf.ArchQwen35, "--dtype", "bf16"}},
+		{"qwen35moe-q8_0", []string{"--arch", gguf.ArchQwen35MoE, "--dtype", "q8_0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := filepath.Join(t.TempDir(), tc.name+".gguf")

@@ -55,9 +55,14 @@ type DType string
 
 // Weight storage types.
 const (
-	F32 DType = "f32"
-	F16 DType = "f16"
+	F32  DType = "f32"
+	F16  DType = "f16"
+	BF16 DType = "bf16" // bfloat16, as Qwen3.5's released weights
+	Q8_0 DType = "q8_0" // blocks of 32 int8 with an F16 scale; rows not of whole blocks are F16
 )
+
+// DTypes lists the storage types Write supports.
+func DTypes() []DType { return []DType{F32, F16, BF16, Q8_0} }
 
 // Spec describes a random-weight model. Zero fields take the defaults of
 // Default(Arch).
@@ -85,7 +90,7 @@ type Spec struct {
 
 	ContextLength int     // trained context length written to the file; default 8192
 	RopeBase      float32 // default 10000 (llama), 1000000 (qwen3)
-	DType         DType   // F32 (default) or F16
+	DType         DType   // F32 (default), F16, BF16 or Q8_0 (see DTypes)
 	// TiedOutput reuses the token embedding as the output projection
 	// instead of writing a separate output.weight.
 	TiedOutput bool
@@ -232,8 +237,8 @@ func (s Spec) normalize() (Spec, error) {
 		return s, fmt.Errorf("gguf: llama needs heads*head size = embd (%d*%d != %d)", s.Heads, s.HeadDim, s.Embd)
 	case s.ContextLength < 1:
 		return s, fmt.Errorf("gguf: context length must be positive, got %d", s.ContextLength)
-	case s.DType != F32 && s.DType != F16:
-		return s, fmt.Errorf("gguf: unsupported weight type %q (f32 or f16)", s.DType)
+	case !slices.Contains(DTypes(), s.DType):
+		return s, fmt.Errorf("gguf: unsupported weight type %q (f32, f16, bf16 or q8_0)", s.DType)
 	case s.WeightScale < 0:
 		return s, fmt.Errorf("gguf: negative weight scale %g", s.WeightScale)
 	}
@@ -441,7 +446,7 @@ func (s Spec) kv() map[string]any {
 	kv = out
 	kv["general.architecture"] = s.Arch
 	kv["general.name"] = s.Name
-	kv["general.file_type"] = uint32(ggmlType(s.DType)) // LLAMA_FTYPE_ALL_F32 = 0, MOSTLY_F16 = 1
+	kv["general.file_type"] = fileType(s.DType)
 	kv["general.alignment"] = uint32(alignment)
 	s.Tokenizer.addKV(kv)
 	for k, v := range s.Meta {

@@ -24,6 +24,7 @@ func (s Spec) tensors() []tensor {
 	wt := s.DType
 	var ts []tensor
 	add := func(name string, kind DType, std float64, mean float32, shape ...int) {
+		kind = storable(kind, shape)
 		if v, ok := s.Weights[name]; ok {
 			ts = append(ts, tensor{name: name, kind: kind, shape: shape, data: &valueTensor{kind: kind, v: v}})
 			return
@@ -142,6 +143,16 @@ func (s Spec) qwen35Layer(add func(string, DType, float64, float32, ...int), p s
 	add(p+"ffn_down.weight", wt, lin(s.FFN), 0, s.FFN, h)
 }
 
+// storable is the type a tensor of shape is stored as when kind is asked
+// for: Q8_0 needs rows of whole blocks, and a row that is not takes F16
+// instead (as llama.cpp's quantizer falls back for such tensors).
+func storable(kind DType, shape []int) DType {
+	if kind == Q8_0 && (len(shape) == 0 || shape[0]%q8Block != 0) {
+		return F16
+	}
+	return kind
+}
+
 func product(shape []int) int {
 	n := 1
 	for _, d := range shape {
@@ -152,7 +163,9 @@ func product(shape []int) int {
 
 // randomTensor writes n values drawn from N(mean, std²) by a generator
 // seeded with the model seed and the tensor name, so every tensor is
-// reproducible on its own and tensors can be written in parallel.
+// reproducible on its own and tensors can be written in parallel. The
+// values are drawn in the same order whatever the storage type, so models
+// of two types differ only by their rounding.
 type randomTensor struct {
 	seed uint64
 	name string
@@ -166,34 +179,28 @@ func (r *randomTensor) WriteTo(w io.Writer) (int64, error) {
 	h := fnv.New64a()
 	h.Write([]byte(r.name))
 	rng := rand.New(rand.NewPCG(r.seed, h.Sum64()))
-	size := 4
-	if r.kind == F16 {
-		size = 2
-	}
-	buf := make([]byte, 0, 64<<10)
+	const chunk = 16 << 10 // values per write: a multiple of every block size
+	vals := make([]float32, 0, chunk)
+	buf := make([]byte, 0, 4*chunk)
 	var total int64
-	for i := 0; i < r.n; i++ {
-		v := r.mean
-		if r.std != 0 {
-			v += float32(rng.NormFloat64() * r.std)
-		}
-		if size == 4 {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		} else {
-			buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(v))
-		}
-		if len(buf)+size > cap(buf) {
-			n, err := w.Write(buf)
-			total += int64(n)
-			if err != nil {
-				return total, err
+	for left := r.n; left > 0; {
+		vals = vals[:min(chunk, left)]
+		for i := range vals {
+			v := r.mean
+			if r.std != 0 {
+				v += float32(rng.NormFloat64() * r.std)
 			}
-			buf = buf[:0]
+			vals[i] = v
+		}
+		left -= len(vals)
+		buf = encode(buf[:0], r.kind, vals)
+		n, err := w.Write(buf)
+		total += int64(n)
+		if err != nil {
+			return total, err
 		}
 	}
-	n, err := w.Write(buf)
-	total += int64(n)
-	return total, err
+	return total, nil
 }
 
 // valueTensor writes given values.
@@ -203,20 +210,66 @@ type valueTensor struct {
 }
 
 func (t *valueTensor) WriteTo(w io.Writer) (int64, error) {
-	size := 4
-	if t.kind == F16 {
-		size = 2
-	}
-	buf := make([]byte, 0, size*len(t.v))
-	for _, v := range t.v {
-		if size == 4 {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		} else {
+	n, err := w.Write(encode(nil, t.kind, t.v))
+	return int64(n), err
+}
+
+// encode appends vals stored as kind to buf. For Q8_0, len(vals) is a
+// multiple of its block of 32 (tensors checks every row is).
+func encode(buf []byte, kind DType, vals []float32) []byte {
+	switch kind {
+	case F16:
+		for _, v := range vals {
 			buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(v))
 		}
+	case BF16:
+		for _, v := range vals {
+			buf = binary.LittleEndian.AppendUint16(buf, f32ToBF16(v))
+		}
+	case Q8_0:
+		for b := 0; b+q8Block <= len(vals); b += q8Block {
+			buf = appendQ8Block(buf, vals[b:b+q8Block])
+		}
+	default:
+		for _, v := range vals {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
 	}
-	n, err := w.Write(buf)
-	return int64(n), err
+	return buf
+}
+
+// q8Block is the number of values in one Q8_0 block.
+const q8Block = 32
+
+// appendQ8Block appends one Q8_0 block of 32 values: their scale
+// d = max|x| / 127 as F16, then each x / d rounded to an int8 (ggml's
+// reference quantizer, quantize_row_q8_0_ref, does the same).
+func appendQ8Block(buf []byte, vals []float32) []byte {
+	var amax float32
+	for _, v := range vals {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	d := amax / 127
+	id := float32(0)
+	if d != 0 {
+		id = 1 / d
+	}
+	buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(d))
+	for _, v := range vals {
+		buf = append(buf, byte(int8(math.Round(float64(v*id)))))
+	}
+	return buf
+}
+
+// f32ToBF16 converts to bfloat16 (the top half of an F32), rounding to
+// nearest even; NaN stays a quiet NaN.
+func f32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
 }
 
 // f32ToF16 converts to IEEE half precision, rounding to nearest even.

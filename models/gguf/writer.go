@@ -44,15 +44,38 @@ type tensor struct {
 
 func (t tensor) size() int64 {
 	n := int64(product(t.shape))
-	if t.kind == F16 {
+	switch t.kind {
+	case F16, BF16:
 		return 2 * n
+	case Q8_0:
+		return n / q8Block * (2 + q8Block)
 	}
 	return 4 * n
 }
 
+// ggmlType is the GGML type number of a storage type.
 func ggmlType(d DType) uint32 {
-	if d == F16 {
+	switch d {
+	case F16:
 		return 1
+	case Q8_0:
+		return 8
+	case BF16:
+		return 30
+	}
+	return 0
+}
+
+// fileType is general.file_type for weights of type d (llama.cpp's
+// LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32).
+func fileType(d DType) uint32 {
+	switch d {
+	case F16:
+		return 1
+	case Q8_0:
+		return 7
+	case BF16:
+		return 32
 	}
 	return 0
 }

@@ -1,0 +1,67 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/nesy-dev/nesy/models/gguf"
+)
+
+// TestWeightTypes: a generated model written with F16, BF16 or Q8_0
+// weight matrices loads and computes what its F32 twin (same seed, so the
+// same values before rounding) computes, within the rounding of its type,
+// and not bit for bit (the weights really are stored in that type, which
+// TestWriteWeightTypes checks in the file). The tolerance is relative to
+// the spread of the F32 logits at the last of 24 prompt positions;
+// measured: F16 about 1e-3, BF16 and Q8_0 about 1e-2. A mixture of
+// experts amplifies the rounding wherever two router scores nearly tie
+// (the token takes another expert; measured 0.09 for Q8_0), so qwen35moe
+// gets three times the tolerance: a wrongly stored weight is still off by
+// the whole spread.
+func TestWeightTypes(t *testing.T) {
+	tols := map[gguf.DType]float64{gguf.F16: 0.01, gguf.BF16: 0.06, gguf.Q8_0: 0.06}
+	for _, arch := range []string{gguf.ArchLlama, gguf.ArchQwen3, gguf.ArchQwen35, gguf.ArchQwen35MoE} {
+		base := gguf.Default(arch)
+		want := lastLogits(t, base)
+		for _, dt := range []gguf.DType{gguf.F16, gguf.BF16, gguf.Q8_0} {
+			t.Run(fmt.Sprintf("%s/%s", arch, dt), func(t *testing.T) {
+				s := base
+				s.DType = dt
+				got := lastLogits(t, s)
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for _, v := range want {
+					lo, hi = math.Min(lo, float64(v)), math.Max(hi, float64(v))
+				}
+				rel, tol := maxAbsDiff(got, want)/(hi-lo), tols[dt]
+				if arch == gguf.ArchQwen35MoE {
+					tol *= 3
+				}
+				t.Logf("largest difference from F32: %.2g of the logits' spread %.3g", rel, hi-lo)
+				if math.IsNaN(rel) || rel > tol {
+					t.Errorf("%s logits differ from F32 by %.3g of their spread, want <= %g", dt, rel, tol)
+				}
+				if rel == 0 {
+					t.Errorf("%s logits equal F32's bit for bit: the weights were not stored as %s", dt, dt)
+				}
+			})
+		}
+	}
+}
+
+// lastLogits loads spec and returns the logits of the last position of a
+// 24-token prompt.
+func lastLogits(t *testing.T, spec gguf.Spec) []float32 {
+	t.Helper()
+	e := newTestEngine(t, spec, Options{Sequences: 1})
+	seq, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Eval(context.Background(), []EvalRequest{{Seq: seq, Tokens: testTokens(3, 24, e.Info().VocabSize)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].Logits[len(res[0].Logits)-1]
+}
