@@ -36,7 +36,7 @@ import (
 // NESY_BENCH_FLASH=on|off|auto sets models.Options.FlashAttention;
 // NESY_BENCH_BATCHES=1,4,8,16,32 the batch sizes (default 1 and 16);
 // NESY_BENCH_SIMS the simulations per search (default 128);
-// NESY_BENCH_DTYPE=f16|bf16|q8_0 the hybrid benchmarks' weight type
+// NESY_BENCH_DTYPE=f16|bf16|q8_0|q4_0 the hybrid benchmarks' weight type
 // (default f32; bf16 is Qwen3.5's released type). Each batch
 // size first runs one search untimed (its buffers' first allocation and
 // touch are not the search's steady cost); NESY_BENCH_COLD=1 times it too.

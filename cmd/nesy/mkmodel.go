@@ -119,7 +119,7 @@ byte-identical file.
 	f.IntVar(&kvHeads, "kv-heads", 0, "key/value heads (default 2; 12 with --reference)")
 	f.IntVar(&headDim, "head-dim", 0, "per-head size (default embd/heads)")
 	f.IntVar(&vocabSize, "vocab", 0, "pad the vocabulary to this many tokens with unused [PADn] tokens, as converters pad a real model's (32000 with --reference; Qwen's GGUFs: 151936)")
-	f.StringVar(&dtype, "dtype", "f32", "weight matrices' type: f32, f16, bf16 or q8_0 (norms stay f32; q8_0 rows that are not whole blocks of 32 are f16)")
+	f.StringVar(&dtype, "dtype", "f32", "weight matrices' type: f32, f16, bf16, q8_0 or q4_0 (norms stay f32; quantized rows that are not whole blocks of 32 are f16)")
 	f.StringVar(&name, "name", "", "general.name (default nesy-test-<arch>)")
 	f.BoolVar(&reference, "reference", false, "the benchmark reference model (llama 768x12, 32000 vocabulary, F32)")
 	f.BoolVar(&tied, "tied", false, "reuse the token embedding as the output projection (default for gemma3)")

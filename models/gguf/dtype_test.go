@@ -34,16 +34,16 @@ func TestBF16Conversion(t *testing.T) {
 }
 
 func TestQ8Block(t *testing.T) {
-	blocks := [][]float32{make([]float32, q8Block), make([]float32, q8Block), make([]float32, q8Block)}
-	for i := range q8Block {
+	blocks := [][]float32{make([]float32, qBlock), make([]float32, qBlock), make([]float32, qBlock)}
+	for i := range qBlock {
 		blocks[0][i] = float32(math.Sin(float64(i))) * 3
 		blocks[1][i] = -float32(i) / 7 // the largest magnitude negative
 	}
 	// blocks[2] is all zeros: scale 0, values 0 (not NaN).
 	for bi, vals := range blocks {
 		buf := appendQ8Block(nil, vals)
-		if len(buf) != 2+q8Block {
-			t.Fatalf("block %d: %d bytes, want %d", bi, len(buf), 2+q8Block)
+		if len(buf) != 2+qBlock {
+			t.Fatalf("block %d: %d bytes, want %d", bi, len(buf), 2+qBlock)
 		}
 		d := f16ToF32(binary.LittleEndian.Uint16(buf))
 		var amax float32
@@ -72,6 +72,33 @@ func TestQ8Block(t *testing.T) {
 	}
 }
 
+func TestQ4Block(t *testing.T) {
+	vals := make([]float32, qBlock)
+	for i := range vals {
+		vals[i] = float32(math.Cos(float64(i)*0.7)) * 2
+	}
+	vals[5] = -2.5 // the value of largest magnitude: scale 2.5 / 8, stored as nibble 0
+	buf := appendQ4Block(nil, vals)
+	if len(buf) != 2+qBlock/2 {
+		t.Fatalf("%d bytes, want %d", len(buf), 2+qBlock/2)
+	}
+	d := f16ToF32(binary.LittleEndian.Uint16(buf))
+	if want := float32(2.5 / 8); d != want {
+		t.Errorf("scale %g, want %g (the largest-magnitude value / -8)", d, want)
+	}
+	got := decodeValues(t, Q4_0, buf, qBlock)
+	if got[5] != -2.5 {
+		t.Errorf("the largest-magnitude value decodes to %g, want it exactly (-2.5)", got[5])
+	}
+	for i, v := range vals {
+		// Half a step, or one step for values the clamp at 15 cuts
+		// (the side opposite the largest magnitude reaches only 7 steps).
+		if err := math.Abs(float64(got[i] - v)); err > float64(d)*1.001 {
+			t.Errorf("value %d: %g decodes to %g (step %g)", i, v, got[i], d)
+		}
+	}
+}
+
 // TestWriteWeightTypes: each weight type writes a file Ollama's reader
 // decodes with the type in the header (general.file_type and every
 // tensor's), norms, the convolution and the router left F32, Q8_0 rows
@@ -87,13 +114,13 @@ func TestWriteWeightTypes(t *testing.T) {
 	}{
 		{llama, 0},
 	}
-	for _, dt := range []DType{F16, BF16, Q8_0} {
+	for _, dt := range []DType{F16, BF16, Q8_0, Q4_0} {
 		for _, s := range []Spec{llama, Default(ArchQwen35), Default(ArchQwen35MoE)} {
 			s.DType = dt
 			cases = append(cases, struct {
 				spec     Spec
 				fileType uint32
-			}{s, map[DType]uint32{F16: 1, BF16: 32, Q8_0: 7}[dt]})
+			}{s, map[DType]uint32{F16: 1, BF16: 32, Q8_0: 7, Q4_0: 2}[dt]})
 		}
 	}
 	for _, c := range cases {
@@ -114,7 +141,7 @@ func TestWriteWeightTypes(t *testing.T) {
 				want := c.spec.DType
 				if len(ts.Shape) == 1 || strings.Contains(ts.Name, "conv1d") || strings.Contains(ts.Name, "gate_inp") {
 					want = F32
-				} else if want == Q8_0 && ts.Shape[0]%q8Block != 0 {
+				} else if (want == Q8_0 || want == Q4_0) && ts.Shape[0]%qBlock != 0 {
 					want, fallbacks = F16, fallbacks+1
 				}
 				if ts.Kind != ggmlType(want) {
@@ -137,20 +164,27 @@ func TestWriteWeightTypes(t *testing.T) {
 					case BF16:
 						tol = math.Abs(float64(r)) / 128
 					case Q8_0:
-						blk := refVals[i/q8Block*q8Block : (i/q8Block+1)*q8Block]
+						blk := refVals[i/qBlock*qBlock : (i/qBlock+1)*qBlock]
 						var amax float64
 						for _, x := range blk {
 							amax = math.Max(amax, math.Abs(float64(x)))
 						}
 						tol = amax/127/2 + amax/1024
+					case Q4_0:
+						blk := refVals[i/qBlock*qBlock : (i/qBlock+1)*qBlock]
+						var amax float64
+						for _, x := range blk {
+							amax = math.Max(amax, math.Abs(float64(x)))
+						}
+						tol = amax/8 + amax/1024 // a step where the clamp cuts
 					}
 					if math.Abs(float64(v-r)) > tol {
 						t.Fatalf("%s value %d: %g, its F32 twin %g (tolerance %g)", ts.Name, i, v, r, tol)
 					}
 				}
 			}
-			if c.spec.DType == Q8_0 && c.spec.Arch == ArchLlama && fallbacks == 0 {
-				t.Error("no Q8_0 row fell back to F16: the case does not test the fallback")
+			if (c.spec.DType == Q8_0 || c.spec.DType == Q4_0) && c.spec.Arch == ArchLlama && fallbacks == 0 {
+				t.Errorf("no %s row fell back to F16: the case does not test the fallback", c.spec.DType)
 			}
 		})
 	}
@@ -175,8 +209,18 @@ func decodeValues(t *testing.T, dt DType, b []byte, n int) []float32 {
 		}
 	case Q8_0:
 		for i := range out {
-			blk := b[i/q8Block*(2+q8Block):]
-			out[i] = f16ToF32(binary.LittleEndian.Uint16(blk)) * float32(int8(blk[2+i%q8Block]))
+			blk := b[i/qBlock*(2+qBlock):]
+			out[i] = f16ToF32(binary.LittleEndian.Uint16(blk)) * float32(int8(blk[2+i%qBlock]))
+		}
+	case Q4_0:
+		for i := range out {
+			blk := b[i/qBlock*(2+qBlock/2):]
+			j := i % qBlock
+			q := blk[2+j%(qBlock/2)]
+			if j >= qBlock/2 {
+				q >>= 4
+			}
+			out[i] = f16ToF32(binary.LittleEndian.Uint16(blk)) * float32(int(q&15)-8)
 		}
 	default:
 		t.Fatalf("no decoder for %s", dt)

@@ -59,10 +59,11 @@ const (
 	F16  DType = "f16"
 	BF16 DType = "bf16" // bfloat16, as Qwen3.5's released weights
 	Q8_0 DType = "q8_0" // blocks of 32 int8 with an F16 scale; rows not of whole blocks are F16
+	Q4_0 DType = "q4_0" // blocks of 32 4-bit values with an F16 scale; rows not of whole blocks are F16
 )
 
 // DTypes lists the storage types Write supports.
-func DTypes() []DType { return []DType{F32, F16, BF16, Q8_0} }
+func DTypes() []DType { return []DType{F32, F16, BF16, Q8_0, Q4_0} }
 
 // Spec describes a random-weight model. Zero fields take the defaults of
 // Default(Arch).
@@ -90,7 +91,7 @@ type Spec struct {
 
 	ContextLength int     // trained context length written to the file; default 8192
 	RopeBase      float32 // default 10000 (llama), 1000000 (qwen3)
-	DType         DType   // F32 (default), F16, BF16 or Q8_0 (see DTypes)
+	DType         DType   // F32 (default), F16, BF16, Q8_0 or Q4_0 (see DTypes)
 	// TiedOutput reuses the token embedding as the output projection
 	// instead of writing a separate output.weight.
 	TiedOutput bool
@@ -238,7 +239,7 @@ func (s Spec) normalize() (Spec, error) {
 	case s.ContextLength < 1:
 		return s, fmt.Errorf("gguf: context length must be positive, got %d", s.ContextLength)
 	case !slices.Contains(DTypes(), s.DType):
-		return s, fmt.Errorf("gguf: unsupported weight type %q (f32, f16, bf16 or q8_0)", s.DType)
+		return s, fmt.Errorf("gguf: unsupported weight type %q (f32, f16, bf16, q8_0 or q4_0)", s.DType)
 	case s.WeightScale < 0:
 		return s, fmt.Errorf("gguf: negative weight scale %g", s.WeightScale)
 	}

@@ -144,10 +144,11 @@ func (s Spec) qwen35Layer(add func(string, DType, float64, float32, ...int), p s
 }
 
 // storable is the type a tensor of shape is stored as when kind is asked
-// for: Q8_0 needs rows of whole blocks, and a row that is not takes F16
-// instead (as llama.cpp's quantizer falls back for such tensors).
+// for: Q8_0 and Q4_0 need rows of whole blocks, and a row that is not
+// takes F16 instead (as llama.cpp's quantizer falls back for such
+// tensors).
 func storable(kind DType, shape []int) DType {
-	if kind == Q8_0 && (len(shape) == 0 || shape[0]%q8Block != 0) {
+	if (kind == Q8_0 || kind == Q4_0) && (len(shape) == 0 || shape[0]%qBlock != 0) {
 		return F16
 	}
 	return kind
@@ -214,8 +215,9 @@ func (t *valueTensor) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), err
 }
 
-// encode appends vals stored as kind to buf. For Q8_0, len(vals) is a
-// multiple of its block of 32 (tensors checks every row is).
+// encode appends vals stored as kind to buf. For Q8_0 and Q4_0, len(vals)
+// is a multiple of their block of 32 (storable keeps rows that are not
+// whole blocks in F16).
 func encode(buf []byte, kind DType, vals []float32) []byte {
 	switch kind {
 	case F16:
@@ -227,8 +229,12 @@ func encode(buf []byte, kind DType, vals []float32) []byte {
 			buf = binary.LittleEndian.AppendUint16(buf, f32ToBF16(v))
 		}
 	case Q8_0:
-		for b := 0; b+q8Block <= len(vals); b += q8Block {
-			buf = appendQ8Block(buf, vals[b:b+q8Block])
+		for b := 0; b+qBlock <= len(vals); b += qBlock {
+			buf = appendQ8Block(buf, vals[b:b+qBlock])
+		}
+	case Q4_0:
+		for b := 0; b+qBlock <= len(vals); b += qBlock {
+			buf = appendQ4Block(buf, vals[b:b+qBlock])
 		}
 	default:
 		for _, v := range vals {
@@ -238,8 +244,8 @@ func encode(buf []byte, kind DType, vals []float32) []byte {
 	return buf
 }
 
-// q8Block is the number of values in one Q8_0 block.
-const q8Block = 32
+// qBlock is the number of values in one Q8_0 or Q4_0 block.
+const qBlock = 32
 
 // appendQ8Block appends one Q8_0 block of 32 values: their scale
 // d = max|x| / 127 as F16, then each x / d rounded to an int8 (ggml's
@@ -257,6 +263,30 @@ func appendQ8Block(buf []byte, vals []float32) []byte {
 	buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(d))
 	for _, v := range vals {
 		buf = append(buf, byte(int8(math.Round(float64(v*id)))))
+	}
+	return buf
+}
+
+// appendQ4Block appends one Q4_0 block of 32 values: the scale d = m / -8,
+// m the value of largest magnitude, as F16, then 16 bytes whose low nibbles
+// are the first 16 values and high nibbles the last 16, each x / d + 8
+// rounded and clamped to 0..15 (ggml's quantize_row_q4_0_ref).
+func appendQ4Block(buf []byte, vals []float32) []byte {
+	var amax, m float32
+	for _, v := range vals {
+		if a := float32(math.Abs(float64(v))); a > amax {
+			amax, m = a, v
+		}
+	}
+	d := m / -8
+	id := float32(0)
+	if d != 0 {
+		id = 1 / d
+	}
+	buf = binary.LittleEndian.AppendUint16(buf, f32ToF16(d))
+	nib := func(v float32) byte { return byte(min(15, int(int8(v*id+8.5)))) }
+	for j := range qBlock / 2 {
+		buf = append(buf, nib(vals[j])|nib(vals[j+qBlock/2])<<4)
 	}
 	return buf
 }

@@ -48,7 +48,9 @@ func (t tensor) size() int64 {
 	case F16, BF16:
 		return 2 * n
 	case Q8_0:
-		return n / q8Block * (2 + q8Block)
+		return n / qBlock * (2 + qBlock)
+	case Q4_0:
+		return n / qBlock * (2 + qBlock/2)
 	}
 	return 4 * n
 }
@@ -58,6 +60,8 @@ func ggmlType(d DType) uint32 {
 	switch d {
 	case F16:
 		return 1
+	case Q4_0:
+		return 2
 	case Q8_0:
 		return 8
 	case BF16:
@@ -67,11 +71,14 @@ func ggmlType(d DType) uint32 {
 }
 
 // fileType is general.file_type for weights of type d (llama.cpp's
-// LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32).
+// LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7,
+// MOSTLY_BF16 32).
 func fileType(d DType) uint32 {
 	switch d {
 	case F16:
 		return 1
+	case Q4_0:
+		return 2
 	case Q8_0:
 		return 7
 	case BF16:
