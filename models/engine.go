@@ -51,6 +51,9 @@ type Engine struct {
 	model model.Model
 	cache kvcache.Cache
 	mm    model.MultimodalProcessor // nil without a vision encoder
+	// noVision says why a file's vision encoder is not used (see
+	// unsupportedConv); empty when it is, or the file has none.
+	noVision string
 	// checkpoints is set for recurrent caches (Qwen3.5): truncating restores
 	// a checkpoint and recomputes the rest.
 	checkpoints kvcache.CheckpointCache
@@ -154,6 +157,11 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		}
 	}
 	hasVisionWeights := len(meta.Tensors().Items("v.")) > 0
+	var noVision string // why the file's vision encoder is not used
+	if why := unsupportedConv(meta); hasVisionWeights && why != "" {
+		noVision, hasVisionWeights = why, false
+		log.Warn("models: loading "+name+" without its vision encoder", "reason", why)
+	}
 	supportsFA := meta.KV().EmbeddingHeadCountK() != 0 && meta.KV().EmbeddingHeadCountK() == meta.KV().EmbeddingHeadCountV()
 	quantized := o.kvType != ml.DTypeF16 && o.kvType != ml.DTypeF32
 	switch o.flash {
@@ -219,14 +227,15 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	}
 	template := m.Backend().Config().String("tokenizer.chat_template")
 	e = &Engine{
-		opts:  o,
-		tok:   tok,
-		model: m,
-		cache: cache,
-		mm:    mm,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
-		seqs:  make([]seqState, o.Sequences),
+		opts:     o,
+		tok:      tok,
+		model:    m,
+		cache:    cache,
+		mm:       mm,
+		noVision: noVision,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		seqs:     make([]seqState, o.Sequences),
 	}
 	if e.chat, err = newChatRenderer(template, opts.ChatTemplate, tok, vision); err != nil {
 		return nil, fmt.Errorf("models: %s: %w", name, err)
@@ -351,6 +360,29 @@ func ReadFileInfo(path string) (FileInfo, error) {
 func CheckModel(path string) error {
 	_, err := readMeta(path)
 	return err
+}
+
+// errNoVision is ErrNoVision naming the model, and why its file's vision
+// encoder is not used where it has one.
+func (e *Engine) errNoVision() error {
+	if e.noVision != "" {
+		return fmt.Errorf("%w (%s: %s)", ErrNoVision, e.info.Name, e.noVision)
+	}
+	return fmt.Errorf("%w (%s)", ErrNoVision, e.info.Name)
+}
+
+// unsupportedConv names a vision-encoder convolution kernel (a tensor of
+// four or more dimensions under "v.") stored in a type ggml's convolution
+// cannot run: its im2col takes F32 or F16 kernels and aborts the process
+// on any other (a BF16 patch embedding did, on the first image). Empty
+// when every kernel is F32 or F16.
+func unsupportedConv(meta *fsggml.GGML) string {
+	for _, t := range meta.Tensors().Items("v.") {
+		if len(t.Shape) >= 4 && t.Kind != uint32(fsggml.TensorTypeF32) && t.Kind != uint32(fsggml.TensorTypeF16) {
+			return fmt.Sprintf("its convolution kernel %s is %s, and ggml's convolution runs F32 or F16 kernels only", t.Name, fsggml.TensorType(t.Kind))
+		}
+	}
+	return ""
 }
 
 // readMeta reads a GGUF's metadata and tensor list (large arrays skipped)
@@ -774,12 +806,12 @@ func (e *Engine) checkLocked(reqs []EvalRequest, i int) error {
 		}
 	}
 	if len(r.Images) > 0 && e.mm == nil {
-		return fmt.Errorf("%w (%s)", ErrNoVision, e.info.Name)
+		return e.errNoVision()
 	}
 	for _, t := range r.Tokens {
 		if n, ok := imageIndex(t); ok {
 			if e.mm == nil {
-				return fmt.Errorf("%w (%s)", ErrNoVision, e.info.Name)
+				return e.errNoVision()
 			}
 			if n >= len(r.Images) {
 				return fmt.Errorf("models: eval: image placeholder %d but only %d images", n, len(r.Images))

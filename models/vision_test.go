@@ -3,11 +3,15 @@ package models
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nesy-dev/nesy/models/gguf"
@@ -37,10 +41,18 @@ func testImage(t *testing.T, shade uint8, asJPEG bool) []byte {
 
 // TestVision runs images through a generated gemma3 model with a tiny
 // SigLIP tower, over the engine's multimodal path (EncodeMultimodal,
-// PostTokenize, embeddings placed in the batch).
+// PostTokenize, embeddings placed in the batch), with the weights in F16
+// (gemma3's default), BF16 and Q8_0 (a BF16 patch convolution aborted
+// inside ggml: gguf.Write keeps it F16).
 func TestVision(t *testing.T) {
+	for _, dt := range []gguf.DType{gguf.F16, gguf.BF16, gguf.Q8_0} {
+		t.Run(string(dt), func(t *testing.T) { testVision(t, dt) })
+	}
+}
+
+func testVision(t *testing.T, dt gguf.DType) {
 	spec := gguf.Default(gguf.ArchGemma3)
-	spec.Vision = true
+	spec.Vision, spec.DType = true, dt
 	e := newTestEngine(t, spec, Options{})
 	info := e.Info()
 	if !info.Vision || info.Family != FamilyGemma3 {
@@ -164,5 +176,59 @@ func TestNoVisionModel(t *testing.T) {
 	_, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{ImageToken(0)}, Images: [][]byte{{1}}}})
 	if !errors.Is(err, ErrNoVision) {
 		t.Errorf("Eval with an image on a text model: %v", err)
+	}
+}
+
+// TestVisionUnsupportedKernel: a file whose patch convolution's kernel is
+// BF16 (ggml's convolution aborts the process on it, at the first image)
+// loads as a text model: an image request fails with ErrNoVision naming
+// the tensor and its type, and text still evaluates.
+func TestVisionUnsupportedKernel(t *testing.T) {
+	spec := gguf.Default(gguf.ArchGemma3)
+	spec.Vision = true // F16 weights: the kernel is F16 in the file
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := gguf.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tensor's header entry: its name, 4 dimensions, then its type. F16
+	// and BF16 take the same bytes, so only the type changes.
+	name := "v.patch_embedding.weight"
+	i := bytes.Index(data, []byte(name))
+	if i < 0 {
+		t.Fatalf("%s not in the file", name)
+	}
+	at := i + len(name) + 4 + 4*8
+	if dims := binary.LittleEndian.Uint32(data[i+len(name):]); dims != 4 {
+		t.Fatalf("%s has %d dimensions, want 4", name, dims)
+	}
+	if typ := binary.LittleEndian.Uint32(data[at:]); typ != 1 {
+		t.Fatalf("%s has type %d, want F16 (1)", name, typ)
+	}
+	binary.LittleEndian.PutUint32(data[at:], 30) // BF16
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Load(context.Background(), path, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Info().Vision {
+		t.Error("Info().Vision with a kernel ggml cannot convolve")
+	}
+	s, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: []int32{ImageToken(0)}, Images: [][]byte{testImage(t, 9, false)}}})
+	if !errors.Is(err, ErrNoVision) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "BF16") {
+		t.Errorf("an image on the BF16-kernel model: %v, want ErrNoVision naming %s and BF16", err, name)
+	}
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 8, e.Info().VocabSize)}}); err != nil {
+		t.Errorf("text on the same model: %v", err)
 	}
 }

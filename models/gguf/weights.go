@@ -68,7 +68,14 @@ func (s Spec) tensors() []tensor {
 		// layers with biases, a final layer norm; the projector pools the
 		// patch grid, RMS-normalises and projects to the text width.
 		v, patches := s.VisionEmbd, (s.ImageSize/s.PatchSize)*(s.ImageSize/s.PatchSize)
-		add("v.patch_embedding.weight", wt, s.WeightScale/math.Sqrt(float64(3*s.PatchSize*s.PatchSize)), 0, s.PatchSize, s.PatchSize, 3, v)
+		// The patch convolution's kernel stays F16 under BF16 and the
+		// quantized types: ggml's im2col runs F16 or F32 kernels only (a
+		// BF16 one aborts), and converters keep it F16 for that reason.
+		conv := wt
+		if conv != F32 {
+			conv = F16
+		}
+		add("v.patch_embedding.weight", conv, s.WeightScale/math.Sqrt(float64(3*s.PatchSize*s.PatchSize)), 0, s.PatchSize, s.PatchSize, 3, v)
 		add("v.patch_embedding.bias", F32, 0.02, 0, v)
 		add("v.position_embedding.weight", wt, 0.5, 0, v, patches)
 		add("v.post_layernorm.weight", F32, 0, 1, v)
