@@ -51,9 +51,6 @@ type Engine struct {
 	model model.Model
 	cache kvcache.Cache
 	mm    model.MultimodalProcessor // nil without a vision encoder
-	// noVision says why a file's vision encoder is not used (see
-	// unsupportedConv); empty when it is, or the file has none.
-	noVision string
 	// checkpoints is set for recurrent caches (Qwen3.5): truncating restores
 	// a checkpoint and recomputes the rest.
 	checkpoints kvcache.CheckpointCache
@@ -227,15 +224,14 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	}
 	template := m.Backend().Config().String("tokenizer.chat_template")
 	e = &Engine{
-		opts:     o,
-		tok:      tok,
-		model:    m,
-		cache:    cache,
-		mm:       mm,
-		noVision: noVision,
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		seqs:     make([]seqState, o.Sequences),
+		opts:  o,
+		tok:   tok,
+		model: m,
+		cache: cache,
+		mm:    mm,
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		seqs:  make([]seqState, o.Sequences),
 	}
 	if e.chat, err = newChatRenderer(template, opts.ChatTemplate, tok, vision); err != nil {
 		return nil, fmt.Errorf("models: %s: %w", name, err)
@@ -280,7 +276,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	}
 	e.info = Info{
 		Name: name, Path: path, Arch: arch, Family: e.chat.family,
-		ContextLength: o.ContextLength, VocabSize: tok.vocabSize, Vision: vision,
+		ContextLength: o.ContextLength, VocabSize: tok.vocabSize, Vision: vision, VisionOff: noVision,
 		Thinking: e.chat.thinking, Recurrent: e.checkpoints != nil, Params: params64, Device: device,
 		FlashAttention: o.flash == ml.FlashAttentionEnabled,
 		Prompt:         meta.KV().String(PromptKey),
@@ -365,8 +361,8 @@ func CheckModel(path string) error {
 // errNoVision is ErrNoVision naming the model, and why its file's vision
 // encoder is not used where it has one.
 func (e *Engine) errNoVision() error {
-	if e.noVision != "" {
-		return fmt.Errorf("%w (%s: %s)", ErrNoVision, e.info.Name, e.noVision)
+	if e.info.VisionOff != "" {
+		return fmt.Errorf("%w (%s: %s)", ErrNoVision, e.info.Name, e.info.VisionOff)
 	}
 	return fmt.Errorf("%w (%s)", ErrNoVision, e.info.Name)
 }

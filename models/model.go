@@ -112,6 +112,10 @@ type Info struct {
 	ContextLength int    // tokens per sequence
 	VocabSize     int
 	Vision        bool // the model has a vision encoder (images are model-visible)
+	// VisionOff says why the file's vision encoder is not used (e.g. a
+	// convolution kernel in a type ggml cannot run); "" when it is, or the
+	// file has none.
+	VisionOff string
 	// Thinking says the chat template has Qwen's thinking switch.
 	Thinking bool
 	// Recurrent says the model keeps recurrent state (Qwen3.5's hybrid

@@ -328,8 +328,12 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, call *g
 	if len(images) > 0 {
 		// Plain generation evaluates the prompt in one request; images
 		// go with it.
-		if !lm.Info().Vision {
-			writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "model %s has no vision encoder: images are not supported", entry.name))
+		if info := lm.Info(); !info.Vision {
+			msg := fmt.Sprintf("model %s has no vision encoder: images are not supported", entry.name)
+			if info.VisionOff != "" {
+				msg = fmt.Sprintf("model %s: its vision encoder is off (%s): images are not supported", entry.name, info.VisionOff)
+			}
+			writeError(w, errorf(http.StatusBadRequest, CodeBadRequest, "%s", msg))
 			return
 		}
 	}
