@@ -119,6 +119,7 @@ func benchModel(b *testing.B, name string, spec func(testing.TB) gguf.Spec) stri
 // per simulation.
 func benchSearches(b *testing.B, path string, mopts models.Options) {
 	mopts.FullLogits = os.Getenv("NESY_BENCH_FULL_LOGITS") == "1"
+	mopts.Sequences = envInt("NESY_BENCH_SEQS", mopts.Sequences)
 	mopts.FlashAttention = os.Getenv("NESY_BENCH_FLASH")
 	eng, idx := loadModel(b, path, mopts)
 	var lm models.LM = eng

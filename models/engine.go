@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	humanize "github.com/dustin/go-humanize"
 	fsggml "github.com/ollama/ollama/fs/ggml"
 	"github.com/ollama/ollama/kvcache"
 	"github.com/ollama/ollama/ml"
@@ -20,6 +21,7 @@ import (
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
 	"github.com/ollama/ollama/model/models/qwen3next"
 
+	"github.com/nesy-dev/nesy/internal/sysmem"
 	"github.com/nesy-dev/nesy/models/ggmlthread"
 )
 
@@ -153,6 +155,26 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 			return nil, err
 		}
 	}
+	perSlot := stateBytes(meta.KV())
+	if perSlot > 0 && params.GPULayers.Sum() == 0 && o.StateMemory >= 0 {
+		limit := o.StateMemory
+		if limit == 0 {
+			limit = stateMemoryAvailable(path)
+		}
+		if limit > 0 && int64(o.Sequences)*perSlot > limit {
+			serr := &StateMemoryError{Model: name, Sequences: o.Sequences, PerSlot: perSlot, Available: limit}
+			if !o.FitSequences || serr.Fit() < 1 {
+				return nil, serr
+			}
+			log.Warn("models: loading fewer sequence slots: their recurrent state would not fit in memory", "model", name,
+				"asked", o.Sequences, "loaded", serr.Fit(), "state_per_slot", humanize.IBytes(uint64(perSlot)), "available", humanize.IBytes(uint64(limit)))
+			opts.Sequences = serr.Fit()
+			if o, err = opts.withDefaults(int(meta.KV().ContextLength())); err != nil {
+				return nil, err
+			}
+			log = o.Logger
+		}
+	}
 	hasVisionWeights := len(meta.Tensors().Items("v.")) > 0
 	var noVision string // why the file's vision encoder is not used
 	if why := unsupportedConv(meta); hasVisionWeights && why != "" {
@@ -278,6 +300,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		Name: name, Path: path, Arch: arch, Family: e.chat.family,
 		ContextLength: o.ContextLength, VocabSize: tok.vocabSize, Vision: vision, VisionOff: noVision,
 		Thinking: e.chat.thinking, Recurrent: e.checkpoints != nil, Params: params64, Device: device,
+		StateBytes: perSlot, Sequences: o.Sequences,
 		FlashAttention: o.flash == ml.FlashAttentionEnabled,
 		Prompt:         meta.KV().String(PromptKey),
 	}
@@ -324,6 +347,9 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 	if e.hybrid != nil {
 		attrs = append(attrs, "delta_rule", e.hybrid.rule.String())
 	}
+	if perSlot > 0 {
+		attrs = append(attrs, "recurrent_state", humanize.IBytes(uint64(perSlot)*uint64(o.Sequences)))
+	}
 	log.Info("model loaded", attrs...)
 	go e.loop()
 	return e, nil
@@ -358,6 +384,21 @@ func CheckModel(path string) error {
 	return err
 }
 
+// stateMemoryAvailable is what the sequence slots' recurrent state of the
+// model at path may take by default (Options.StateMemory 0): nine tenths
+// of the memory the system reports available less the file's size (the
+// weights load into memory too); 0 when the system does not say.
+func stateMemoryAvailable(path string) int64 {
+	avail := sysmem.Available()
+	if avail <= 0 {
+		return 0
+	}
+	if st, err := os.Stat(path); err == nil {
+		avail -= st.Size()
+	}
+	return max(1, avail*9/10)
+}
+
 // errNoVision is ErrNoVision naming the model, and why its file's vision
 // encoder is not used where it has one.
 func (e *Engine) errNoVision() error {
@@ -381,7 +422,7 @@ func unsupportedConv(meta *fsggml.GGML) string {
 	return ""
 }
 
-// readMeta reads a GGUF's metadata and tensor list (large arrays skipped)
+// readMeta reads a GGUF's metadata and tensor list (arrays over 1,024 values skipped)
 // and checks that the file holds all the tensor data the list promises.
 func readMeta(path string) (*fsggml.GGML, error) {
 	f, err := os.Open(path)
@@ -389,7 +430,9 @@ func readMeta(path string) (*fsggml.GGML, error) {
 		return nil, fmt.Errorf("models: %w", err)
 	}
 	defer f.Close()
-	meta, err := fsggml.Decode(f, 0)
+	// Arrays of up to 1,024 values are read (per-layer head counts, which
+	// say which layers are recurrent); the vocabulary's are skipped.
+	meta, err := fsggml.Decode(f, 1024)
 	if err != nil {
 		return nil, fmt.Errorf("models: %s: %w: reading GGUF metadata: %w", path, ErrBadModel, err)
 	}

@@ -122,7 +122,11 @@ type Info struct {
 	// layers): forks share it copy-on-write, and truncating may recompute
 	// tokens (see Engine.Truncate).
 	Recurrent bool
-	Params    int64 // weights
+	// StateBytes is the recurrent state one sequence slot holds (0 for
+	// models without recurrent layers); Sequences slots hold it all.
+	StateBytes int64
+	Sequences  int   // sequence slots loaded (Options.Sequences, or fewer with FitSequences)
+	Params     int64 // weights
 	// Prompt is the planning-prompt variant the model was trained on
 	// (GGUF key general.nesy.prompt, e.g. "compact"); "" for the default.
 	Prompt string

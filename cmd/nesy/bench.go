@@ -33,6 +33,7 @@ func newBenchCmd() *cobra.Command {
 		datasets, heuristic, tokenizer                            string
 		seconds, rolloutTemp                                      float64
 		limit, simulations, threads, maxActions, maxTokens, batch int
+		sequences                                                 int
 		exploreSteps, maxSteps, rollout                           int
 		seed                                                      uint64
 		allSkills, omitStatic, quiet, partial, noRevisit          bool
@@ -100,8 +101,9 @@ with no forward pass, which says how much a model's prior adds.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
-			mopts := models.Options{Threads: threads, FlashAttention: flash, DeltaRule: deltaRule, FullLogits: fullLogits}
-			if method == bench.MethodMCTS || method == bench.MethodCMCTS {
+			mopts := models.Options{Threads: threads, FlashAttention: flash, DeltaRule: deltaRule, FullLogits: fullLogits,
+				Sequences: sequences, FitSequences: sequences == 0}
+			if sequences == 0 && (method == bench.MethodMCTS || method == bench.MethodCMCTS) {
 				mopts.Sequences = mcts.SuggestedSequences // forks of recently evaluated nodes stay cached
 			}
 			lm, name, err := loadLM(ctx, cmd.ErrOrStderr(), model, tokenizer, seed, mopts)
@@ -154,6 +156,7 @@ with no forward pass, which says how much a model's prior adds.`,
 	f.Float64Var(&rolloutTemp, "rollout-temp", 0, "searches with --rollout: sample each rollout token at this temperature instead of taking the most likely (0: greedy)")
 	f.BoolVar(&noCollapse, "no-collapse", false, "searches: every token its own node, also where the constraint allows only one (forced chains are otherwise one edge)")
 	f.IntVar(&threads, "threads", 0, "CPU threads for the model (0: all)")
+	f.IntVar(&sequences, "sequences", 0, sequencesUsage)
 	f.StringVar(&deltaRule, "delta-rule", "auto", deltaRuleUsage)
 	f.BoolVar(&fullLogits, "full-logits", false, fullLogitsUsage)
 	f.StringVar(&flash, "flash-attention", "auto", "flash attention: auto (on where every layer runs on a GPU, or the KV cache is quantized; off on the CPU, where it slows long prompts), on or off")

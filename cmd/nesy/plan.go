@@ -71,7 +71,7 @@ type planFlags struct {
 	end, endMarker, heuristic, flash        string
 	searchMemory, deltaRule                 string
 	stopAtGoal, noRevisit, fullLogits       bool
-	threads, ctx, gpuLayers                 int
+	threads, ctx, gpuLayers, sequences      int
 }
 
 func newPlanCmd() *cobra.Command {
@@ -149,6 +149,7 @@ invalid or does not reach the goal, 2 when the input or model cannot be read.`,
 	fl.StringVar(&f.heuristic, "heuristic", "", `mcts/cmcts leaf heuristic, e.g. ff, lmcut, goalcount, "mix(0.5*ff+0.5*lmcut)" (default ff)`)
 	fl.BoolVar(&f.think, "think", false, "let a Qwen model think before answering (greedy/cgreedy)")
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all)")
+	fl.IntVar(&f.sequences, "sequences", 0, sequencesUsage)
 	fl.IntVar(&f.ctx, "ctx", 0, "context length (0: the model's, at most 8192)")
 	fl.IntVar(&f.gpuLayers, "gpu-layers", 0, "layers on the GPU (0: all when one is found, -1: none)")
 	fl.StringVar(&f.deltaRule, "delta-rule", "auto", deltaRuleUsage)
@@ -207,7 +208,10 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		f.noRevisit = planner.DefaultNoRevisit(method)
 	}
 	mopts := models.Options{Threads: f.threads, ContextLength: f.ctx, GPULayers: f.gpuLayers, FlashAttention: f.flash, DeltaRule: f.deltaRule, FullLogits: f.fullLogits, Logger: logger,
-		Sequences: planner.SuggestedSequences(method)}
+		Sequences: planner.SuggestedSequences(method), FitSequences: f.sequences == 0}
+	if f.sequences > 0 {
+		mopts.Sequences = f.sequences
+	}
 	lm, _, err := loadLM(ctx, errw, f.model, "", f.seed, mopts)
 	if err != nil {
 		return inputError(fmt.Errorf("loading the model: %w", err))

@@ -180,3 +180,31 @@ func TestPlanCLIHybrid(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanCLIStateMemory: --sequences beyond what a Qwen3.5 model's
+// recurrent state has memory for (here 100M slots of ~16 KiB: 1.6 TB) is
+// an input error naming the sizes and the most slots that fit, before
+// anything is allocated (a process that touched it all would be killed by
+// the kernel); without --sequences the same model plans (the default
+// slots fit, or are fitted to memory).
+func TestPlanCLIStateMemory(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "qwen35.gguf")
+	if out, stderr, code := runNesy(t, "mkmodel", "--out", model, "--arch", gguf.ArchQwen35); code != 0 {
+		t.Fatalf("mkmodel: exit %d\n%s\n%s", code, out, stderr)
+	}
+	domain, problem := "../../examples/blocks/domain.pddl", "../../examples/blocks/problem.pddl"
+	args := []string{"plan", "--model", model, "--method", "cmcts", "--simulations", "200", "--threads", "1", "--gpu-layers", "-1",
+		"--seed", "1", "--domain", domain, "--problem", problem, "--end", "goal"}
+	out, stderr, code := runPlanCLI(t, append(args, "--sequences", "100000000")...)
+	if code == 0 {
+		t.Fatalf("100M slots: exit 0\n%s\n%s", out, stderr)
+	}
+	for _, want := range []string{"100000000 sequence slots need", "of recurrent state", "load at most", "--sequences"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if out, stderr, code := runPlanCLI(t, args...); code != 0 {
+		t.Fatalf("default slots: exit %d\n%s\n%s", code, out, stderr)
+	}
+}

@@ -64,6 +64,9 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 			}
 			o.Logger = log
 			o.Engine.Logger = log
+			// Without --sequences, a recurrent model loads the slots its state
+			// has memory for (the requests share what was loaded).
+			o.Engine.FitSequences = !cmd.Flags().Changed("sequences")
 			mon := gpu.Open(gpu.Options{})
 			defer mon.Close()
 			o.GPUStats = func() []server.GPUStat { return gpuStats(mon.Read()) }
@@ -138,7 +141,7 @@ store ($OLLAMA_MODELS or ~/.ollama/models); nothing else is reachable.`,
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	f.IntVar(&o.Engine.Threads, "threads", 0, "CPU threads per engine (0: all cores)")
 	f.IntVar(&o.Engine.ContextLength, "ctx", 0, "context length per sequence (0: the model's, at most 8192)")
-	f.IntVar(&o.Engine.Sequences, "sequences", 0, "KV-cache sequence slots per engine, shared by all requests, each holding at most sequences/max-concurrent (0: 64 per --max-concurrent request; MCTS forks use many)")
+	f.IntVar(&o.Engine.Sequences, "sequences", 0, "KV-cache sequence slots per engine, shared by all requests, each holding at most sequences/max-concurrent (0: 64 per --max-concurrent request, fewer where a Qwen3.5 model's recurrent state would not fit in memory; MCTS forks use many)")
 	f.IntVar(&o.Engine.CacheSize, "cache", 0, "KV-cache cells per engine (0: 2*ctx)")
 	f.IntVar(&o.Engine.BatchSize, "batch", 0, "most positions per forward pass (0: 512)")
 	f.IntVar(&o.Engine.GPULayers, "gpu-layers", 0, "layers on the GPU (0: all when a GPU backend is found, -1: none)")

@@ -39,3 +39,35 @@ func TestHalf(t *testing.T) {
 		t.Fatalf("Half() = %d, want %d (Total %d)", got, want, Total())
 	}
 }
+
+// TestParseMemAvailable reads MemAvailable from /proc/meminfo's format and
+// rejects what is not it.
+func TestParseMemAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       int64
+	}{
+		{"meminfo", "MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\nBuffers:  1 kB\n", 20000000 << 10},
+		{"last line, no newline", "MemTotal: 5 kB\nMemAvailable: 7 kB", 7 << 10},
+		{"absent (old kernels)", "MemTotal: 5 kB\nMemFree: 3 kB\n", 0},
+		{"not kB", "MemAvailable: 7 MB\n", 0},
+		{"not a number", "MemAvailable: lots kB\n", 0},
+		{"negative", "MemAvailable: -7 kB\n", 0},
+	} {
+		if got := parseMemAvailable(tc.text); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAvailable: on Linux the machine reports some memory available, and
+// no more than it has.
+func TestAvailable(t *testing.T) {
+	total, avail := Total(), Available()
+	if total == 0 {
+		t.Skip("no total memory on this system")
+	}
+	if avail <= 0 || avail > total {
+		t.Errorf("Available() = %d with Total() = %d", avail, total)
+	}
+}

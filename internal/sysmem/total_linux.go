@@ -1,6 +1,10 @@
 package sysmem
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
 
 // Total is the machine's physical memory in bytes (0 if unknown).
 func Total() int64 {
@@ -9,4 +13,15 @@ func Total() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// Available is the memory the kernel reports available for new
+// allocations without swapping (MemAvailable in /proc/meminfo: free memory
+// plus reclaimable caches), in bytes; 0 if unknown.
+func Available() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return parseMemAvailable(string(data))
 }
