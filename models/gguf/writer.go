@@ -43,49 +43,37 @@ type tensor struct {
 }
 
 func (t tensor) size() int64 {
-	n := int64(product(t.shape))
-	switch t.kind {
-	case F16, BF16:
-		return 2 * n
+	in := t.kind.layout()
+	return int64(product(t.shape)) / in.vals * in.bytes
+}
+
+// layout is how a storage type is stored: its GGML type number, the
+// general.file_type of a model whose weight matrices are of it (llama.cpp's
+// LLAMA_FTYPE), and its blocks (values, bytes).
+type layout struct {
+	ggml, file  uint32
+	vals, bytes int64
+}
+
+func (d DType) layout() layout {
+	switch d {
+	case F16:
+		return layout{ggml: 1, file: 1, vals: 1, bytes: 2}
+	case BF16:
+		return layout{ggml: 30, file: 32, vals: 1, bytes: 2}
 	case Q8_0:
-		return n / qBlock * (2 + qBlock)
+		return layout{ggml: 8, file: 7, vals: qBlock, bytes: 2 + qBlock}
 	case Q4_0:
-		return n / qBlock * (2 + qBlock/2)
+		return layout{ggml: 2, file: 2, vals: qBlock, bytes: 2 + qBlock/2}
 	}
-	return 4 * n
+	return layout{ggml: 0, file: 0, vals: 1, bytes: 4}
 }
 
 // ggmlType is the GGML type number of a storage type.
-func ggmlType(d DType) uint32 {
-	switch d {
-	case F16:
-		return 1
-	case Q4_0:
-		return 2
-	case Q8_0:
-		return 8
-	case BF16:
-		return 30
-	}
-	return 0
-}
+func ggmlType(d DType) uint32 { return d.layout().ggml }
 
-// fileType is general.file_type for weights of type d (llama.cpp's
-// LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7,
-// MOSTLY_BF16 32).
-func fileType(d DType) uint32 {
-	switch d {
-	case F16:
-		return 1
-	case Q4_0:
-		return 2
-	case Q8_0:
-		return 7
-	case BF16:
-		return 32
-	}
-	return 0
-}
+// fileType is general.file_type for weights of type d.
+func fileType(d DType) uint32 { return d.layout().file }
 
 // writeGGUF writes kvs (in order) and tensors to f.
 func writeGGUF(f *os.File, kvs []kvPair, ts []tensor) error {
