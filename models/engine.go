@@ -161,7 +161,7 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		if limit == 0 {
 			limit = stateMemoryAvailable(path)
 		}
-		if limit > 0 && int64(o.Sequences)*perSlot > limit {
+		if limit > 0 && int64(o.Sequences) > limit/perSlot { // Sequences*perSlot > limit, without overflow
 			serr := &StateMemoryError{Model: name, Sequences: o.Sequences, PerSlot: perSlot, Available: limit}
 			if !o.FitSequences || serr.Fit() < 1 {
 				return nil, serr

@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"math/big"
 
 	humanize "github.com/dustin/go-humanize"
 	fsggml "github.com/ollama/ollama/fs/ggml"
@@ -54,6 +55,6 @@ func (e *StateMemoryError) Fit() int { return int(e.Available / max(1, e.PerSlot
 
 func (e *StateMemoryError) Error() string {
 	return fmt.Sprintf("models: %s: %d sequence slots need %s of recurrent state (%s each), more than the %s of memory available for it; load at most %d (--sequences)",
-		e.Model, e.Sequences, humanize.IBytes(uint64(int64(e.Sequences)*e.PerSlot)), humanize.IBytes(uint64(e.PerSlot)),
+		e.Model, e.Sequences, humanize.BigIBytes(new(big.Int).Mul(big.NewInt(int64(e.Sequences)), big.NewInt(e.PerSlot))), humanize.IBytes(uint64(e.PerSlot)),
 		humanize.IBytes(uint64(max(0, e.Available))), e.Fit())
 }

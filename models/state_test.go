@@ -95,6 +95,11 @@ func TestStateMemory(t *testing.T) {
 		t.Error("a fourth sequence on three slots")
 	}
 
+	// Slots whose state overflows int64 (1<<60 of them) are refused, not
+	// wrapped around into a small product.
+	if _, err := loadSpec(t, spec, Options{Sequences: 1 << 60, StateMemory: limit}); !errors.As(err, &serr) || serr.Fit() != 3 {
+		t.Errorf("1<<60 slots: %v, want a StateMemoryError fitting 3", err)
+	}
 	if _, err := loadSpec(t, spec, Options{Sequences: 1, StateMemory: per / 2, FitSequences: true}); !errors.As(err, &serr) || serr.Fit() != 0 {
 		t.Errorf("not one slot fits, FitSequences: %v, want a StateMemoryError", err)
 	}
