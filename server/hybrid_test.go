@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 
+	"github.com/nesy-dev/nesy/models"
 	"github.com/nesy-dev/nesy/models/gguf"
 )
 
@@ -28,5 +31,50 @@ func TestPlanHybridModels(t *testing.T) {
 				t.Errorf("response valid=%v goal=%v, independent validation %+v: %s", r.Valid, r.GoalReached, v, body)
 			}
 		})
+	}
+}
+
+// TestPlanHybridFittedSlots: where the default slots' recurrent state
+// would not fit the engine's state memory, the server (as nesy serve
+// without --sequences) loads the slots that fit, says so in /v1/models,
+// and still answers cmcts requests with valid plans from its smaller share
+// of sequences per request.
+func TestPlanHybridFittedSlots(t *testing.T) {
+	model := testModel(t, t.TempDir(), "tiny-qwen35", gguf.ArchQwen35)
+	probe, err := models.Load(context.Background(), model, models.Options{Sequences: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := probe.Info().StateBytes
+	probe.Close()
+	if per <= 0 {
+		t.Fatalf("StateBytes %d", per)
+	}
+	const fit = 24 // of the default 256
+	ts := startServer(t, Options{Model: model, Engine: models.Options{StateMemory: fit*per + per/2, FitSequences: true}})
+	req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCMCTS, "max_actions": 8,
+		"seconds": 60, "search": map[string]any{"seed": 1}}
+	status, _, body := ts.do("POST", "/v1/plan", req)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	r := decodePlan(t, body)
+	v := validate(t, bwDomain, bwShort, r.Plan)
+	if !r.Valid || !r.GoalReached || !v.Valid || !v.GoalReached {
+		t.Errorf("response valid=%v goal=%v, independent validation %+v: %s", r.Valid, r.GoalReached, v, body)
+	}
+	status, _, body = ts.do("GET", "/v1/models", nil)
+	var list modelsResponse
+	if err := json.Unmarshal(body, &list); status != 200 || err != nil {
+		t.Fatalf("/v1/models: %d %v: %s", status, err, body)
+	}
+	slots := 0
+	for _, m := range list.Models {
+		if m.Loaded {
+			slots = m.Slots
+		}
+	}
+	if slots != fit {
+		t.Errorf("the loaded model has %d sequence slots, want the %d that fit: %s", slots, fit, body)
 	}
 }
