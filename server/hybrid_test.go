@@ -68,13 +68,13 @@ func TestPlanHybridFittedSlots(t *testing.T) {
 	if err := json.Unmarshal(body, &list); status != 200 || err != nil {
 		t.Fatalf("/v1/models: %d %v: %s", status, err, body)
 	}
-	slots := 0
+	slots, state := 0, int64(0)
 	for _, m := range list.Models {
 		if m.Loaded {
-			slots = m.Slots
+			slots, state = m.Slots, m.StateBytes
 		}
 	}
-	if slots != fit {
-		t.Errorf("the loaded model has %d sequence slots, want the %d that fit: %s", slots, fit, body)
+	if slots != fit || state != fit*per {
+		t.Errorf("the loaded model has %d sequence slots holding %d bytes of state, want the %d that fit, %d bytes: %s", slots, state, fit, fit*per, body)
 	}
 }

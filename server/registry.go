@@ -92,6 +92,9 @@ type modelInfo struct {
 	Device        string `json:"device,omitempty"`
 	Sequences     int    `json:"sequences_in_use,omitempty"`
 	Slots         int    `json:"sequence_slots,omitempty"`
+	// StateBytes is the recurrent state the sequence slots hold (Qwen3.5's
+	// models: a whole state per slot; 0 for attention-only models).
+	StateBytes int64 `json:"recurrent_state_bytes,omitempty"`
 	// ExpiresAt is when an idle loaded model will be unloaded (zero: never).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
@@ -427,6 +430,7 @@ func (r *registry) list() []modelInfo {
 			mi.Arch, mi.Family, mi.Params = info.Arch, info.Family, info.Params
 			mi.ContextLength, mi.Device = info.ContextLength, info.Device
 			mi.Sequences, mi.Slots = st.SequencesInUse, st.SequenceSlots
+			mi.StateBytes = info.StateBytes * int64(info.Sequences)
 			if r.keepAlive > 0 && path != r.defPath {
 				mi.ExpiresAt = e.lastUsed.Add(r.keepAlive)
 			}
