@@ -19,17 +19,7 @@ func TestPlanHybridModels(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			model := testModel(t, t.TempDir(), "tiny-"+arch, arch)
 			ts := startServer(t, Options{Model: model})
-			req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCMCTS, "max_actions": 8,
-				"seconds": 60, "search": map[string]any{"seed": 1}}
-			status, _, body := ts.do("POST", "/v1/plan", req)
-			if status != 200 {
-				t.Fatalf("status %d: %s", status, body)
-			}
-			r := decodePlan(t, body)
-			v := validate(t, bwDomain, bwShort, r.Plan)
-			if !r.Valid || !r.GoalReached || !v.Valid || !v.GoalReached {
-				t.Errorf("response valid=%v goal=%v, independent validation %+v: %s", r.Valid, r.GoalReached, v, body)
-			}
+			planShortCMCTS(t, ts)
 		})
 	}
 }
@@ -52,18 +42,8 @@ func TestPlanHybridFittedSlots(t *testing.T) {
 	}
 	const fit = 24 // of the default 256
 	ts := startServer(t, Options{Model: model, Engine: models.Options{StateMemory: fit*per + per/2, FitSequences: true}})
-	req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCMCTS, "max_actions": 8,
-		"seconds": 60, "search": map[string]any{"seed": 1}}
-	status, _, body := ts.do("POST", "/v1/plan", req)
-	if status != 200 {
-		t.Fatalf("status %d: %s", status, body)
-	}
-	r := decodePlan(t, body)
-	v := validate(t, bwDomain, bwShort, r.Plan)
-	if !r.Valid || !r.GoalReached || !v.Valid || !v.GoalReached {
-		t.Errorf("response valid=%v goal=%v, independent validation %+v: %s", r.Valid, r.GoalReached, v, body)
-	}
-	status, _, body = ts.do("GET", "/v1/models", nil)
+	planShortCMCTS(t, ts)
+	status, _, body := ts.do("GET", "/v1/models", nil)
 	var list modelsResponse
 	if err := json.Unmarshal(body, &list); status != 200 || err != nil {
 		t.Fatalf("/v1/models: %d %v: %s", status, err, body)
@@ -76,5 +56,23 @@ func TestPlanHybridFittedSlots(t *testing.T) {
 	}
 	if slots != fit || state != fit*per {
 		t.Errorf("the loaded model has %d sequence slots holding %d bytes of state, want the %d that fit, %d bytes: %s", slots, state, fit, fit*per, body)
+	}
+}
+
+// planShortCMCTS asks ts for a cmcts plan of the two-action Blocksworld
+// task and checks, independently of the server, that it is valid and
+// reaches the goal.
+func planShortCMCTS(t *testing.T, ts *testServer) {
+	t.Helper()
+	req := map[string]any{"domain": bwDomain, "problem": bwShort, "method": MethodCMCTS, "max_actions": 8,
+		"seconds": 60, "search": map[string]any{"seed": 1}}
+	status, _, body := ts.do("POST", "/v1/plan", req)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	r := decodePlan(t, body)
+	v := validate(t, bwDomain, bwShort, r.Plan)
+	if !r.Valid || !r.GoalReached || !v.Valid || !v.GoalReached {
+		t.Errorf("response valid=%v goal=%v, independent validation %+v: %s", r.Valid, r.GoalReached, v, body)
 	}
 }
