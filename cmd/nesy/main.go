@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nesy-dev/nesy/internal/hugepages"
 	"github.com/nesy-dev/nesy/pddl"
 	"github.com/spf13/cobra"
 )
@@ -70,6 +71,12 @@ func newRootCmd() *cobra.Command {
 }
 
 func main() {
+	// Large engine buffers on transparent huge pages where the kernel
+	// gives them on request: re-executes this binary once, with glibc's
+	// malloc told to ask (NESY_HUGEPAGES=0 keeps the process as it is).
+	if err := hugepages.Reexec(); err != nil {
+		fmt.Fprintln(os.Stderr, "nesy: running without huge pages:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
