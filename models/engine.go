@@ -21,7 +21,6 @@ import (
 	_ "github.com/ollama/ollama/model/models" // registers the architectures
 	"github.com/ollama/ollama/model/models/qwen3next"
 
-	"github.com/nesy-dev/nesy/internal/sysmem"
 	"github.com/nesy-dev/nesy/models/ggmlthread"
 )
 
@@ -156,19 +155,13 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		}
 	}
 	perSlot := stateBytes(meta.KV())
-	if perSlot > 0 && params.GPULayers.Sum() == 0 && o.StateMemory >= 0 {
-		limit := o.StateMemory
-		if limit == 0 {
-			limit = stateMemoryAvailable(path)
+	if perSlot > 0 && params.GPULayers.Sum() == 0 {
+		fit, err := fitSlots(o, name, path, perSlot)
+		if err != nil {
+			return nil, err
 		}
-		if limit > 0 && int64(o.Sequences) > limit/perSlot { // Sequences*perSlot > limit, without overflow
-			serr := &StateMemoryError{Model: name, Sequences: o.Sequences, PerSlot: perSlot, Available: limit}
-			if !o.FitSequences || serr.Fit() < 1 {
-				return nil, serr
-			}
-			log.Warn("models: loading fewer sequence slots: their recurrent state would not fit in memory", "model", name,
-				"asked", o.Sequences, "loaded", serr.Fit(), "state_per_slot", humanize.IBytes(uint64(perSlot)), "available", humanize.IBytes(uint64(limit)))
-			opts.Sequences = serr.Fit()
+		if fit < o.Sequences {
+			opts.Sequences = fit
 			if o, err = opts.withDefaults(int(meta.KV().ContextLength())); err != nil {
 				return nil, err
 			}
@@ -382,21 +375,6 @@ func ReadFileInfo(path string) (FileInfo, error) {
 func CheckModel(path string) error {
 	_, err := readMeta(path)
 	return err
-}
-
-// stateMemoryAvailable is what the sequence slots' recurrent state of the
-// model at path may take by default (Options.StateMemory 0): nine tenths
-// of the memory the system reports available less the file's size (the
-// weights load into memory too); 0 when the system does not say.
-func stateMemoryAvailable(path string) int64 {
-	avail := sysmem.Available()
-	if avail <= 0 {
-		return 0
-	}
-	if st, err := os.Stat(path); err == nil {
-		avail -= st.Size()
-	}
-	return max(1, avail*9/10)
 }
 
 // errNoVision is ErrNoVision naming the model, and why its file's vision

@@ -36,7 +36,7 @@ type Options struct {
 	Sequences int
 	// StateMemory bounds the bytes the sequence slots' recurrent state may
 	// take (models with recurrent layers, Qwen3.5's, hold a full state per
-	// slot: 48 MiB for a 4B-shaped model) when every layer runs on the CPU:
+	// slot: about 50 MiB at Qwen3.5-4B's shape) when every layer runs on the CPU:
 	// 0 means the memory the system reports available less the model
 	// file's size, negative no bound. Load fails with a *StateMemoryError
 	// beyond it (a process that touched more would be killed by the

@@ -3,9 +3,12 @@ package models
 import (
 	"fmt"
 	"math/big"
+	"os"
 
 	humanize "github.com/dustin/go-humanize"
 	fsggml "github.com/ollama/ollama/fs/ggml"
+
+	"github.com/nesy-dev/nesy/internal/sysmem"
 )
 
 // stateBytes is the recurrent state one sequence slot of a model takes:
@@ -38,6 +41,46 @@ func stateBytes(kv fsggml.KV) int64 {
 		}
 	}
 	return perLayer * layers
+}
+
+// fitSlots checks the recurrent state of o.Sequences slots of perSlot
+// bytes each (the model name at path, every layer on the CPU) against
+// o.StateMemory and returns the slots to load: o.Sequences where they fit
+// or there is no bound, as many as fit with FitSequences (logged), else a
+// *StateMemoryError.
+func fitSlots(o resolved, name, path string, perSlot int64) (int, error) {
+	limit := o.StateMemory
+	if limit < 0 {
+		return o.Sequences, nil
+	}
+	if limit == 0 {
+		limit = stateMemoryAvailable(path)
+	}
+	if limit == 0 || int64(o.Sequences) <= limit/perSlot { // Sequences*perSlot <= limit, without overflow
+		return o.Sequences, nil
+	}
+	serr := &StateMemoryError{Model: name, Sequences: o.Sequences, PerSlot: perSlot, Available: limit}
+	if !o.FitSequences || serr.Fit() < 1 {
+		return 0, serr
+	}
+	o.Logger.Warn("models: loading fewer sequence slots: their recurrent state would not fit in memory", "model", name,
+		"asked", o.Sequences, "loaded", serr.Fit(), "state_per_slot", humanize.IBytes(uint64(perSlot)), "available", humanize.IBytes(uint64(limit)))
+	return serr.Fit(), nil
+}
+
+// stateMemoryAvailable is what the sequence slots' recurrent state of the
+// model at path may take by default (Options.StateMemory 0): nine tenths
+// of the memory the system reports available less the file's size (the
+// weights load into memory too); 0 when the system does not say.
+func stateMemoryAvailable(path string) int64 {
+	avail := sysmem.Available()
+	if avail <= 0 {
+		return 0
+	}
+	if st, err := os.Stat(path); err == nil {
+		avail -= st.Size()
+	}
+	return max(1, avail*9/10)
 }
 
 // StateMemoryError is Load's error when the sequence slots' recurrent
