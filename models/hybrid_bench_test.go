@@ -165,3 +165,34 @@ func benchFreshForks(b *testing.B, e *Engine, src SeqID, toks []int32) {
 	}
 	reportTokens(b, b.N*len(reqs), cpu0)
 }
+
+// BenchmarkLoad times Load of the GGUF NESY_BENCH_MODEL names (the hybrid
+// benchmark model when unset) with NESY_BENCH_SEQS sequence slots (default
+// 128, the searches'), NESY_BENCH_THREADS threads (default 2): reading the
+// weights, and for a recurrent model allocating and zeroing every slot's
+// state. Whether the buffers take huge pages is the process's environment:
+// compare GLIBC_TUNABLES unset with glibc.malloc.hugetlb=1 (what nesy
+// re-executes itself with; see internal/hugepages), e.g.
+//
+//	go test -c -o models.test ./models
+//	for t in "" glibc.malloc.hugetlb=1; do GLIBC_TUNABLES=$t NESY_BENCH_MODEL=m.gguf \
+//	  ./models.test -test.run XXX -test.bench '^BenchmarkLoad$' -test.benchtime 1x; done
+func BenchmarkLoad(b *testing.B) {
+	path := os.Getenv("NESY_BENCH_MODEL")
+	if path == "" {
+		path = filepath.Join(b.TempDir(), "qwen35.gguf")
+		if err := gguf.Write(path, hybridBenchSpec()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	opts := Options{Threads: envInt("NESY_BENCH_THREADS", 2), Sequences: envInt("NESY_BENCH_SEQS", 128)}
+	for b.Loop() {
+		e, err := Load(context.Background(), path, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		e.Close()
+		b.StartTimer()
+	}
+}
