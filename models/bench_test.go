@@ -318,7 +318,7 @@ func newRawEngine(b *testing.B) *rawEngine {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if params.GPULayers, _, err = gpuLayers(path, o, int(meta.KV().BlockCount())); err != nil {
+		if params.GPULayers, _, _, err = gpuLayers(path, o, int(meta.KV().BlockCount())); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -148,15 +148,24 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 
 	params := ml.BackendParams{AllocMemory: true, NumThreads: o.Threads}
 	device := "CPU"
+	var devs []ml.DeviceInfo
 	if o.GPULayers != -1 {
-		params.GPULayers, device, err = gpuLayers(path, o, int(meta.KV().BlockCount()))
+		params.GPULayers, devs, device, err = gpuLayers(path, o, int(meta.KV().BlockCount()))
 		if err != nil {
 			return nil, err
 		}
 	}
 	perSlot := stateBytes(meta.KV())
-	if perSlot > 0 && params.GPULayers.Sum() == 0 {
-		fit, err := fitSlots(o, name, path, perSlot)
+	if perSlot > 0 {
+		cpuFree := o.StateMemory
+		if cpuFree == 0 {
+			cpuFree = stateMemoryAvailable(path)
+		}
+		// The KV cells as Load will size them, less the round-up to whole
+		// cells per slot (at most one per slot), so that a count of slots
+		// far beyond the cache is judged by its state.
+		cells := (o.CacheSize + 255) / 256 * 256
+		fit, err := fitSlots(o, name, stateShares(meta, params.GPULayers, devs, cpuFree, cells, o.kvType))
 		if err != nil {
 			return nil, err
 		}
@@ -452,20 +461,22 @@ func panicError(r any) error {
 }
 
 // gpuLayers assigns the last o.GPULayers layers (all when 0) to the GPUs
-// ggml found, split evenly in device order. Without GPUs it returns an
-// empty list (everything on the CPU).
-func gpuLayers(path string, o resolved, blocks int) (ml.GPULayersList, string, error) {
+// ggml found, split evenly in device order, and returns each list entry's
+// device as ggml describes it (its free memory included) and a line that
+// names them. Without GPUs it returns an empty list (everything on the
+// CPU).
+func gpuLayers(path string, o resolved, blocks int) (ml.GPULayersList, []ml.DeviceInfo, string, error) {
 	if len(SystemInfo().GPUs()) == 0 {
-		return nil, "CPU", nil
+		return nil, nil, "CPU", nil
 	}
 	b, err := probeBackend(path, o.Threads)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	devs := b.BackendDevices()
 	b.Close()
 	if len(devs) == 0 {
-		return nil, "CPU", nil
+		return nil, nil, "CPU", nil
 	}
 	n := blocks + 1
 	if o.GPULayers > 0 {
@@ -476,6 +487,7 @@ func gpuLayers(path string, o resolved, blocks int) (ml.GPULayersList, string, e
 		layers = append(layers, l)
 	}
 	var list ml.GPULayersList
+	var used []ml.DeviceInfo
 	var names []string
 	per := (len(layers) + len(devs) - 1) / len(devs)
 	for i, d := range devs {
@@ -484,9 +496,10 @@ func gpuLayers(path string, o resolved, blocks int) (ml.GPULayersList, string, e
 			break
 		}
 		list = append(list, ml.GPULayers{DeviceID: d.DeviceID, Layers: slices.Clone(layers[lo:hi])})
+		used = append(used, d)
 		names = append(names, fmt.Sprintf("%s %s (%d/%d layers)", d.Library, d.Name, hi-lo, blocks+1))
 	}
-	return list, strings.Join(names, ", "), nil
+	return list, used, strings.Join(names, ", "), nil
 }
 
 func probeBackend(path string, threads int) (b ml.Backend, err error) {

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -137,5 +138,36 @@ func TestGPUDeltaRule(t *testing.T) {
 	}
 	for i := range got {
 		assertClose(t, fmt.Sprintf("row %d", i), got[i], want[i], tol)
+	}
+}
+
+// TestGPUStateMemory: on a GPU, Load checks the sequence slots' recurrent
+// state against the device's free memory before allocating it (as a CPU
+// load checks the system's): slots beyond it are a *StateMemoryError that
+// names the GPU, and a modest count loads as asked. Without a GPU it is
+// skipped (TestStateShares checks the placement arithmetic everywhere);
+// NESY_REQUIRE_GPU=1 makes a missing GPU a failure.
+func TestGPUStateMemory(t *testing.T) {
+	gpus := SystemInfo().GPUs()
+	if len(gpus) == 0 {
+		if os.Getenv("NESY_REQUIRE_GPU") == "1" {
+			t.Fatalf("NESY_REQUIRE_GPU=1 but ggml found no GPU (OLLAMA_LIBRARY_PATH=%q)", os.Getenv("OLLAMA_LIBRARY_PATH"))
+		}
+		t.Skip("no GPU: the device's free memory cannot be read")
+	}
+	spec := gpuLogitSpecs()["qwen35-hd128"]
+	path := t.TempDir() + "/m.gguf"
+	if err := gguf.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(context.Background(), path, Options{Sequences: 1 << 40, Threads: 1})
+	var serr *StateMemoryError
+	if !errors.As(err, &serr) || serr.Device == "" || serr.Fit() < 1 {
+		t.Fatalf("1<<40 slots on %v: %v, want a StateMemoryError naming the GPU", gpus, err)
+	}
+	t.Logf("state memory on the GPU: %v", err)
+	e := newTestEngine(t, spec, Options{Sequences: 64})
+	if e.Info().Sequences != 64 || e.Info().Device == "CPU" {
+		t.Fatalf("64 slots: loaded %d on %s", e.Info().Sequences, e.Info().Device)
 	}
 }

@@ -35,16 +35,19 @@ type Options struct {
 	// Sequences is the number of sequence slots; 0 means 32.
 	Sequences int
 	// StateMemory bounds the bytes the sequence slots' recurrent state may
-	// take (models with recurrent layers, Qwen3.5's, hold a full state per
-	// slot: about 50 MiB at Qwen3.5-4B's shape) when every layer runs on the CPU:
-	// 0 means the memory the system reports available less the model
-	// file's size, negative no bound. Load fails with a *StateMemoryError
-	// beyond it (a process that touched more would be killed by the
-	// kernel's out-of-memory killer), unless FitSequences.
+	// take in the system's memory (models with recurrent layers, Qwen3.5's,
+	// hold a full state per slot: about 50 MiB at Qwen3.5-4B's shape), for
+	// the layers the CPU runs: 0 means the memory the system reports
+	// available less the model file's size, negative no bound. The state of
+	// layers on a GPU is bounded by nine tenths of the device's free memory
+	// less its layers' weights and KV cache. Load fails with a
+	// *StateMemoryError beyond either (a process that touched more would be
+	// killed by the kernel's out-of-memory killer, or fail in CUDA's
+	// allocator after loading the weights), unless FitSequences.
 	StateMemory int64
-	// FitSequences makes Load take as many sequence slots as StateMemory
-	// allows where Sequences would exceed it (at least one; Info says how
-	// many), instead of failing.
+	// FitSequences makes Load take as many sequence slots as the memories
+	// above allow where Sequences would exceed them (at least one; Info
+	// says how many), instead of failing.
 	FitSequences bool
 	// KVCacheType is "f16" (default), "f32", "q8_0" or "q4_0". Quantized
 	// caches need flash attention (turned on by FlashAttention "auto").
