@@ -26,10 +26,12 @@ func newMkmodelCmd() *cobra.Command {
 		Long: `mkmodel writes a random-weight GGUF model that loads in nesy (and in Ollama or
 llama.cpp) like a real one: llama with a SentencePiece vocabulary (byte
 fallback), qwen3 with a byte-level BPE vocabulary (qwen2 pre-tokenizer and
-merges), gemma3 (262,144-token SentencePiece vocabulary), optionally with a
-tiny vision encoder (--vision), qwen35 (Qwen3.5's hybrid of gated delta-net
-and full attention layers) or qwen35moe (the same with mixture-of-experts
-feed-forward layers: --experts, --experts-used). Without --tokenizer the vocabulary is a small synthetic one; with it,
+merges), gemma3 (262,144-token SentencePiece vocabulary), qwen35 (Qwen3.5's
+hybrid of gated delta-net and full attention layers) or qwen35moe (the same
+with mixture-of-experts feed-forward layers: --experts, --experts-used);
+gemma3 and the qwen35 architectures optionally with a tiny vision encoder
+(--vision: SigLIP for gemma3, Qwen3-VL's tower, as Qwen3.5's GGUFs carry it,
+for qwen35). Without --tokenizer the vocabulary is a small synthetic one; with it,
 the real vocabulary, merges, special tokens and chat template of a Hugging
 Face tokenizer.json (and the tokenizer_config.json beside it), so the model
 tokenizes exactly as the real one. The same flags and seed give a
@@ -123,6 +125,6 @@ byte-identical file.
 	f.StringVar(&name, "name", "", "general.name (default nesy-test-<arch>)")
 	f.BoolVar(&reference, "reference", false, "the benchmark reference model (llama 768x12, 32000 vocabulary, F32)")
 	f.BoolVar(&tied, "tied", false, "reuse the token embedding as the output projection (default for gemma3)")
-	f.BoolVar(&vision, "vision", false, "add a tiny vision encoder (gemma3 only): 56-pixel images, 4 tokens each")
+	f.BoolVar(&vision, "vision", false, "add a tiny vision encoder: gemma3's SigLIP (56-pixel images, 4 tokens each) or, for qwen35/qwen35moe, Qwen3-VL's (images of at least 128x128 pixels, one token per 64x64)")
 	return cmd
 }

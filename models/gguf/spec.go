@@ -88,6 +88,11 @@ type Spec struct {
 	// gated delta-net's value head h reads key head h mod KVHeads instead
 	// of h / (Heads/KVHeads).
 	VHeadReordered bool
+	// ConvDType (qwen35, qwen35moe) stores the delta-net layers' short
+	// convolution weights (ssm_conv1d) in this type: F32 when empty, as
+	// converters write them; F16 or BF16 make the files a converter that
+	// casts every matrix would write.
+	ConvDType DType
 
 	ContextLength int     // trained context length written to the file; default 8192
 	RopeBase      float32 // default 10000 (llama), 1000000 (qwen3)
@@ -117,11 +122,20 @@ type Spec struct {
 	// its tokenizer.json). 0 keeps the vocabulary's own size.
 	VocabSize int
 
-	// Vision adds a vision encoder (gemma3 only): a SigLIP tower over
+	// Vision adds a vision encoder. For gemma3 a SigLIP tower over
 	// ImageSize square images cut in PatchSize patches, pooled to
-	// TokensPerImage embeddings per image. Zero sizes take small defaults
+	// TokensPerImage embeddings per image; zero sizes take small defaults
 	// (32 wide, 1 layer, 2 heads, 64 FFN, 56-pixel images, 14-pixel
-	// patches, 4 tokens per image).
+	// patches, 4 tokens per image). For qwen35 and qwen35moe the Qwen3-VL
+	// tower Qwen3.5's GGUFs carry (Ollama's converter writes it into the
+	// model's file): 3-D patch convolution, interpolated learned positions,
+	// 2-D rotary attention, a 2x2 patch merger and a deepstack merger after
+	// the first layer whose output is added after the first text layer,
+	// with multi-axis RoPE in the text model; images are resized to at
+	// least ImageSize x ImageSize pixels (the processor keeps larger ones
+	// up to 2 MP), one token per 2x2 patches; defaults 32 wide, 2 layers,
+	// 2 heads, 64 FFN, 128 pixels, 32-pixel patches (4 tokens per 128x128
+	// image, at most about 500 for the largest).
 	Vision         bool
 	VisionEmbd     int
 	VisionLayers   int
@@ -240,6 +254,8 @@ func (s Spec) normalize() (Spec, error) {
 		return s, fmt.Errorf("gguf: context length must be positive, got %d", s.ContextLength)
 	case !slices.Contains(DTypes(), s.DType):
 		return s, fmt.Errorf("gguf: unsupported weight type %q (f32, f16, bf16, q8_0 or q4_0)", s.DType)
+	case s.ConvDType != "" && (!hybrid(s.Arch) || !slices.Contains([]DType{F32, F16, BF16}, s.ConvDType)):
+		return s, fmt.Errorf("gguf: convolution weight type %q: qwen35 and qwen35moe take f32, f16 or bf16", s.ConvDType)
 	case s.WeightScale < 0:
 		return s, fmt.Errorf("gguf: negative weight scale %g", s.WeightScale)
 	}
@@ -268,6 +284,9 @@ func (s Spec) normalize() (Spec, error) {
 		if err != nil {
 			return s, err
 		}
+	}
+	if s.Vision && hybrid(s.Arch) {
+		s.Tokenizer = withQwenVisionTokens(s.Tokenizer)
 	}
 	if s.Arch == ArchGemma3 && len(s.Tokenizer.Tokens) <= gemmaEndOfImage {
 		// The engine's gemma3 model writes these ids around every image.
@@ -304,13 +323,32 @@ func (s Spec) TokensPerImageOrDefault() int {
 }
 
 func (s *Spec) normalizeVision() error {
-	if s.Arch != ArchGemma3 {
-		return fmt.Errorf("gguf: a vision encoder is only generated for gemma3, not %s", s.Arch)
-	}
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
 		}
+	}
+	if hybrid(s.Arch) {
+		def(&s.VisionEmbd, 32)
+		def(&s.VisionLayers, 2)
+		def(&s.VisionHeads, 2)
+		def(&s.VisionFFN, 64)
+		def(&s.ImageSize, 128)
+		def(&s.PatchSize, 32)
+		switch {
+		case s.VisionEmbd < 1 || s.VisionLayers < 1 || s.VisionHeads < 1 || s.VisionFFN < 1 || s.PatchSize < 1 || s.ImageSize < 1:
+			return fmt.Errorf("gguf: vision sizes must be positive")
+		case s.VisionEmbd%s.VisionHeads != 0 || (s.VisionEmbd/s.VisionHeads)%4 != 0:
+			return fmt.Errorf("gguf: vision width %d over %d heads must give head sizes that are multiples of 4 (2-D rotary halves)", s.VisionEmbd, s.VisionHeads)
+		case s.ImageSize < 2*s.PatchSize:
+			return fmt.Errorf("gguf: image size %d must be at least two merged patches (2 x %d)", s.ImageSize, s.PatchSize)
+		case s.HeadDim%4 != 0:
+			return fmt.Errorf("gguf: multi-axis RoPE needs a text head size that is a multiple of 4, got %d", s.HeadDim)
+		}
+		return nil
+	}
+	if s.Arch != ArchGemma3 {
+		return fmt.Errorf("gguf: a vision encoder is only generated for gemma3, qwen35 and qwen35moe, not %s", s.Arch)
 	}
 	def(&s.VisionEmbd, 32)
 	def(&s.VisionLayers, 1)
@@ -428,7 +466,29 @@ func (s Spec) kv() map[string]any {
 		kv["attention.sliding_window"] = uint32(512)
 		kv["rope.local.freq_base"] = float32(10000)
 	}
-	if s.Vision {
+	if s.Vision && hybrid(s.Arch) {
+		// Qwen3-VL's tower as Ollama's converter describes it, and the
+		// text model's multi-axis RoPE (time, height, width sections of
+		// the rotary pairs) that places image tokens on their grid.
+		kv["vision.block_count"] = uint32(s.VisionLayers)
+		kv["vision.embedding_length"] = uint32(s.VisionEmbd)
+		kv["vision.attention.head_count"] = uint32(s.VisionHeads)
+		kv["vision.attention.layer_norm_epsilon"] = float32(1e-6)
+		kv["vision.patch_size"] = uint32(s.PatchSize)
+		kv["vision.spatial_merge_size"] = uint32(2)
+		kv["vision.temporal_patch_size"] = uint32(2)
+		kv["vision.num_channels"] = uint32(3)
+		kv["vision.num_positional_embeddings"] = uint32(qwenVisionPositions)
+		kv["vision.deepstack_visual_indexes"] = []int32{0}
+		kv["vision.shortest_edge"] = uint32(s.ImageSize * s.ImageSize)
+		half := s.HeadDim / 2
+		kv["rope.dimension_sections"] = []int32{int32(half - 2*(half/4)), int32(half / 4), int32(half / 4)}
+		kv["rope.mrope_interleaved"] = true
+		ids := s.Tokenizer.index()
+		kv["image_token_id"] = uint32(ids[QwenImagePad])
+		kv["vision_start_token_id"] = uint32(ids[QwenVisionStart])
+		kv["vision_end_token_id"] = uint32(ids[QwenVisionEnd])
+	} else if s.Vision {
 		kv["vision.block_count"] = uint32(s.VisionLayers)
 		kv["vision.embedding_length"] = uint32(s.VisionEmbd)
 		kv["vision.feed_forward_length"] = uint32(s.VisionFFN)

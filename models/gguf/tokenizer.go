@@ -412,6 +412,61 @@ func pad(t *Tokenizer, size int, next func(word string) (string, int32, float32)
 	return nil
 }
 
+// Qwen's vision tokens as its tokenizer.json spells them: Qwen3.5's model
+// writes them around (and for) every image.
+const (
+	QwenVisionStart = "<|vision_start|>"
+	QwenVisionEnd   = "<|vision_end|>"
+	QwenImagePad    = "<|image_pad|>"
+)
+
+// qwenVisionPositions is the learned position grid of the generated
+// Qwen3-VL tower (4 x 4, interpolated to each image's patch grid).
+const qwenVisionPositions = 16
+
+// withQwenVisionTokens returns t with Qwen's vision tokens as control
+// tokens: kept where t has them (a real Qwen vocabulary), else in the last
+// unused padding slots, else appended.
+func withQwenVisionTokens(t *Tokenizer) *Tokenizer {
+	c := *t
+	c.Tokens, c.Types, c.Scores = slices.Clone(t.Tokens), slices.Clone(t.Types), slices.Clone(t.Scores)
+	ids := c.index()
+	free := len(c.Tokens) - 1
+	for _, tok := range []string{QwenVisionStart, QwenVisionEnd, QwenImagePad} {
+		if _, ok := ids[tok]; ok {
+			continue
+		}
+		for free >= 0 && c.Types[free] != TypeUnused {
+			free--
+		}
+		slot := free
+		if slot < 0 {
+			slot = len(c.Tokens)
+			c.Tokens, c.Types = append(c.Tokens, ""), append(c.Types, 0)
+			if c.Scores != nil {
+				c.Scores = append(c.Scores, 0)
+			}
+		} else {
+			free--
+		}
+		c.Tokens[slot], c.Types[slot] = tok, TypeControl
+		if c.Scores != nil {
+			c.Scores[slot] = 0
+		}
+		ids[tok] = slot
+	}
+	return &c
+}
+
+// index maps each token to its id.
+func (t *Tokenizer) index() map[string]int {
+	ids := make(map[string]int, len(t.Tokens))
+	for i, tok := range t.Tokens {
+		ids[tok] = i
+	}
+	return ids
+}
+
 // Token ids the engine's gemma3 model writes around every image.
 const (
 	gemmaStartOfImage = 255999

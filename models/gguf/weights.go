@@ -63,7 +63,9 @@ func (s Spec) tensors() []tensor {
 		add(p+"ffn_up.weight", wt, lin(s.Embd), 0, s.Embd, s.FFN)
 		add(p+"ffn_down.weight", wt, lin(s.FFN), 0, s.FFN, s.Embd)
 	}
-	if s.Vision {
+	if s.Vision && hybrid(s.Arch) {
+		s.qwenVisionTensors(add, lin)
+	} else if s.Vision {
 		// SigLIP: patch convolution, learned positions, pre-norm encoder
 		// layers with biases, a final layer norm; the projector pools the
 		// patch grid, RMS-normalises and projects to the text width.
@@ -101,6 +103,49 @@ func (s Spec) tensors() []tensor {
 	return ts
 }
 
+// qwenVisionTensors adds the Qwen3-VL tower of a qwen35 model under the
+// names and shapes Ollama's converter writes: the 3-D patch convolution
+// (two frames of PatchSize x PatchSize pixels, channels folded into the
+// output dimension), learned positions, pre-norm encoder layers with
+// biases, and the patch mergers (2 x 2 patches each) that project to the
+// text width: the final one after a layer norm on the patch width, the
+// deepstack one after layer 0 on the merged width.
+func (s Spec) qwenVisionTensors(add func(string, DType, float64, float32, ...int), lin func(int) float64) {
+	wt, v, merged := s.DType, s.VisionEmbd, 4*s.VisionEmbd
+	conv := wt // ggml's 3-D convolution runs F16 or F32 kernels only
+	if conv != F32 {
+		conv = F16
+	}
+	add("v.patch_embed.weight", conv, s.WeightScale/math.Sqrt(float64(6*s.PatchSize*s.PatchSize)), 0, s.PatchSize, s.PatchSize, 2, 3*v)
+	add("v.patch_embed.bias", F32, 0.02, 0, v)
+	add("v.pos_embed.weight", F32, 0.5, 0, v, qwenVisionPositions)
+	for i := range s.VisionLayers {
+		p := "v.blk." + strconv.Itoa(i) + "."
+		for _, n := range []string{"norm1", "norm2"} {
+			add(p+n+".weight", F32, 0, 1, v)
+			add(p+n+".bias", F32, 0, 0, v)
+		}
+		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
+			add(p+n+".weight", wt, lin(v), 0, v, v)
+			add(p+n+".bias", F32, 0.02, 0, v)
+		}
+		add(p+"mlp.linear_fc1.weight", wt, lin(v), 0, v, s.VisionFFN)
+		add(p+"mlp.linear_fc1.bias", F32, 0.02, 0, s.VisionFFN)
+		add(p+"mlp.linear_fc2.weight", wt, lin(s.VisionFFN), 0, s.VisionFFN, v)
+		add(p+"mlp.linear_fc2.bias", F32, 0.02, 0, v)
+	}
+	merger := func(p string, norm int) {
+		add(p+"norm.weight", F32, 0, 1, norm)
+		add(p+"norm.bias", F32, 0, 0, norm)
+		add(p+"linear_fc1.weight", wt, lin(merged), 0, merged, merged)
+		add(p+"linear_fc1.bias", F32, 0.02, 0, merged)
+		add(p+"linear_fc2.weight", wt, lin(merged), 0, merged, s.Embd)
+		add(p+"linear_fc2.bias", F32, 0.02, 0, s.Embd)
+	}
+	merger("v.merger.", v)
+	merger("v.deepstack_merger.0.", merged)
+}
+
 // qwen35Layer adds one layer of the hybrid network: a gated delta net
 // (fused QKV projection, output gate, beta/alpha projections, decay
 // parameters, short causal convolution, gated RMS norm) or, every fourth
@@ -128,7 +173,7 @@ func (s Spec) qwen35Layer(add func(string, DType, float64, float32, ...int), p s
 		add(p+"ssm_alpha.weight", wt, lin(h), 0, h, values)
 		add(p+"ssm_dt", F32, 0.1, 0, values)
 		add(p+"ssm_a", F32, 0.1, -1, values) // -exp(A_log): decay
-		add(p+"ssm_conv1d.weight", F32, 0.5, 0, 4, qkv)
+		add(p+"ssm_conv1d.weight", DType(cmpOr(string(s.ConvDType), string(F32))), 0.5, 0, 4, qkv)
 		add(p+"ssm_norm.weight", F32, 0, 1, d)
 		add(p+"ssm_out.weight", wt, lin(d*values), 0, d*values, h)
 	}
