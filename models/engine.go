@@ -117,6 +117,9 @@ type seqState struct {
 	// hist is the token of every logical position (-1 where the position
 	// came from an image); len(hist) is Len(seq).
 	hist []int32
+	// rope are the sequence's rotary position shifts (images under
+	// multi-axis RoPE; nil: every position is its logical one).
+	rope []ropeMark
 	// valid is how many leading positions the cache holds; hist[valid:]
 	// are recomputed before the next request (after truncating a
 	// recurrent model to a point without a checkpoint).
@@ -282,10 +285,10 @@ func Load(ctx context.Context, name string, opts Options) (e *Engine, err error)
 		e.forks = newForkCopier(recurrentOf(cache))
 		e.graph = newPassGraph(m.Backend())
 		e.graph.ownCopies = e.forks != nil
-		if mm == nil {
+		if !o.noHybrid {
 			e.hybrid = newHybridForward(m, o.DeltaRule, params.GPULayers.Sum() > 0)
-			e.graph.wkv = e.hybrid != nil && e.hybrid.rule.oneOp()
 		}
+		e.graph.wkv = e.hybrid != nil && e.hybrid.rule.oneOp()
 	} else {
 		e.cells = newCellMap(e.stats.CacheCells, o.Sequences, cachePadding)
 	}
@@ -590,6 +593,7 @@ func (e *Engine) Fork(src SeqID, n int) (SeqID, error) {
 	}
 	d := &e.seqs[id]
 	d.hist = slices.Clone(s.hist[:n])
+	d.rope = marksUpTo(s.rope, n)
 	if e.checkpoints == nil {
 		keep := min(n, s.valid)
 		unlock := e.lockDevices()
@@ -637,6 +641,7 @@ func (e *Engine) Truncate(seq SeqID, n int) error {
 func (e *Engine) truncateLocked(seq SeqID, n int) error {
 	s := &e.seqs[seq]
 	s.hist = s.hist[:n]
+	s.rope = marksUpTo(s.rope, n)
 	return e.truncateCacheLocked(seq, n)
 }
 
@@ -887,6 +892,9 @@ type reqState struct {
 	next   int // inputs computed
 	start  int // Len(seq) before the request
 	images int
+	// rope are the inputs' rotary time positions where they are not
+	// their logical ones (see ropePositions; nil: they are).
+	rope   []int32
 	logits [][]float32
 	mm     *mmStore
 }

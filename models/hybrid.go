@@ -12,6 +12,7 @@ import (
 	"github.com/ollama/ollama/model"
 	"github.com/ollama/ollama/model/input"
 	"github.com/ollama/ollama/model/models/qwen3next"
+	"github.com/ollama/ollama/model/models/qwen3vl"
 )
 
 // hybridForward builds the graph of a pass over several sequences for
@@ -42,7 +43,7 @@ import (
 // transposed copy of every state at every position: about 10% of a
 // 16-sequence step). A layer the model
 // runs itself (a long pass) gets its states transposed to its layout
-// before and back after; so every text pass of an engine with a
+// before and back after; so every pass of an engine with a
 // hybridForward must go through forward, which the engine ensures.
 type hybridForward struct {
 	m *qwen3next.Model
@@ -54,6 +55,15 @@ type hybridForward struct {
 	eps  float32
 	// mrope holds the multi-axis RoPE sections (nil: plain positions).
 	mrope []int32
+	// merge is the vision tower's spatial merge (patches per token side)
+	// for a model loaded with images under multi-axis RoPE, whose image
+	// tokens shift the positions after them (see ropePositions); 0 when
+	// positions are logical.
+	merge int
+	// rope are the current pass's rotary time positions where they differ
+	// from the logical ones (set by the engine around each pass; nil:
+	// they do not).
+	rope  []int32
 	delta deltaDims
 	// ragged says deltaStep runs every delta-net layer, so the engine may
 	// plan padded passes (see padded).
@@ -114,9 +124,10 @@ type deltaDims struct {
 
 // newHybridForward returns the hybridForward of a Qwen3.5 model,
 // or nil for any other model; rule is Options.DeltaRule and onGPU says
-// some layer runs on a GPU (see useWKV). The engine uses it for models loaded
-// without a vision encoder only (image passes run alone through
-// Model.Forward).
+// some layer runs on a GPU (see useWKV). The engine runs every pass of the
+// model through it, image passes of a model with its vision tower
+// included (their vision embeddings placed as the model's Forward places
+// them).
 func newHybridForward(m model.Model, rule string, onGPU bool) *hybridForward {
 	qm, ok := m.(*qwen3next.Model)
 	if !ok || qm.Options == nil {
@@ -140,17 +151,23 @@ func newHybridForward(m model.Model, rule string, onGPU bool) *hybridForward {
 			break
 		}
 	}
+	if qm.Vision != nil && len(h.mrope) > 0 {
+		h.merge = int(c.Uint("vision.spatial_merge_size", 2))
+		if h.merge == 0 {
+			h.merge = 2 // as qwen3next.New
+		}
+	}
 	h.ragged = true
 	for _, l := range qm.Layers {
 		if g, ok := l.Operator.(*qwen3next.GatedDeltaNet); ok && !h.stepSupported(g) {
 			h.ragged = false
 		}
 	}
-	// The kernels take F32 convolution weights (as ggml's operator does)
-	// of up to ggmlop.MaxConvKernel.
+	// The kernels take convolutions of up to ggmlop.MaxConvKernel (their
+	// weights F32, as convWeight gives them).
 	kernels := h.ragged && h.delta.convK <= ggmlop.MaxConvKernel
 	for _, l := range qm.Layers {
-		if g, ok := l.Operator.(*qwen3next.GatedDeltaNet); ok && (g.SSMConv1D == nil || g.SSMConv1D.Weight == nil || g.SSMConv1D.Weight.DType() != ml.DTypeF32) {
+		if g, ok := l.Operator.(*qwen3next.GatedDeltaNet); ok && (g.SSMConv1D == nil || g.SSMConv1D.Weight == nil) {
 			kernels = false
 		}
 	}
@@ -171,6 +188,31 @@ const (
 // String is the rule's Options.DeltaRule name.
 func (r deltaRule) String() string {
 	return [...]string{"graph", "operator", "kernel"}[r]
+}
+
+// modelConv gives a delta-net layer the model runs itself F32 convolution
+// weights (see convWeight) until restore is called.
+func modelConv(ctx ml.Context, l *qwen3next.Layer) (restore func()) {
+	g, ok := l.Operator.(*qwen3next.GatedDeltaNet)
+	if !ok || g.SSMConv1D == nil || g.SSMConv1D.Weight == nil || g.SSMConv1D.Weight.DType() == ml.DTypeF32 {
+		return func() {}
+	}
+	old := g.SSMConv1D.Weight
+	g.SSMConv1D.Weight = convWeight(ctx, g)
+	return func() { g.SSMConv1D.Weight = old }
+}
+
+// convWeight is a delta-net layer's convolution weights as F32: ggml's SSM
+// convolution (CPU and CUDA) and nesy's kernels take no other type, and
+// while converters keep these weights F32, a file that stores them as F16
+// or BF16 would abort the process inside ggml; those are cast in the pass
+// (kernel x channels values a layer).
+func convWeight(ctx ml.Context, g *qwen3next.GatedDeltaNet) ml.Tensor {
+	w := g.SSMConv1D.Weight
+	if w.DType() != ml.DTypeF32 {
+		w = w.Cast(ctx, ml.DTypeF32)
+	}
+	return w
 }
 
 // oneOp says the recurrence is one graph node whatever the positions (see
@@ -209,18 +251,57 @@ func chooseRule(rule string, onGPU, ragged, kernels bool, d int) deltaRule {
 }
 
 // positions is the model's position input: the positions, or for
-// multi-axis RoPE the time, height and width axes (all the position for
-// text) and a zero fourth axis.
+// multi-axis RoPE the time, height and width axes (all the rotary time
+// position for text, see rope) and a zero fourth axis; an image's tokens
+// take their row and column in the merged patch grid on the height and
+// width axes, as the model's Forward places them.
 func (h *hybridForward) positions(ctx ml.Context, b input.Batch) ml.Tensor {
 	if len(h.mrope) == 0 {
 		return ctx.Input().FromInts(b.Positions, len(b.Positions))
 	}
 	n := len(b.Positions)
+	time := b.Positions
+	if h.rope != nil {
+		time = h.rope
+	}
 	p := make([]int32, 4*n)
 	for axis := range 3 {
-		copy(p[axis*n:], b.Positions)
+		copy(p[axis*n:], time)
+	}
+	if h.merge > 0 {
+		for _, mi := range b.Multimodal {
+			grid, ok := mi.Multimodal[0].Data.(*qwen3vl.Grid)
+			if !ok {
+				continue
+			}
+			w := max(1, grid.Width/h.merge)
+			for i := range mi.Multimodal[0].Tensor.Dim(1) {
+				p[n+mi.Index+i] += int32(i / w)
+				p[2*n+mi.Index+i] += int32(i % w)
+			}
+		}
 	}
 	return ctx.Input().FromInts(p, len(p))
+}
+
+// visionInputs places a pass's image embeddings as the model's Forward
+// does: each image's vision output over its tokens' embeddings, and its
+// deepstack outputs (added after the first layers) in tensors of the
+// embeddings' shape, zero elsewhere.
+func visionInputs(ctx ml.Context, b input.Batch, x ml.Tensor) (ml.Tensor, []ml.Tensor) {
+	x = x.Duplicate(ctx)
+	var deep []ml.Tensor
+	for _, mi := range b.Multimodal {
+		vis := mi.Multimodal[0].Tensor
+		ctx.Forward(vis.Copy(ctx, x.View(ctx, mi.Index*x.Stride(1), vis.Dim(0)*vis.Dim(1))))
+		for i, mm := range mi.Multimodal[1:] {
+			if i >= len(deep) {
+				deep = append(deep, ctx.Input().Zeros(mm.Tensor.DType(), x.Shape()...))
+			}
+			ctx.Forward(mm.Tensor.Copy(ctx, deep[i].View(ctx, mi.Index*deep[i].Stride(1), mm.Tensor.Dim(0)*mm.Tensor.Dim(1))))
+		}
+	}
+	return x, deep
 }
 
 // errLayout reports a pass that is not k positions of each of n
@@ -256,12 +337,14 @@ func layout(seqs []int) (k, n int, err error) {
 	return k, n, nil
 }
 
-// forward builds the graph of a text pass of k positions for each of n
+// forward builds the graph of a pass of k positions for each of n
 // sequences (the cache's StartForward has run); deltaStep runs the
 // delta-net layers when k <= maxStep (or k is 1), the model's chunked
-// delta-net the longer passes. The engine uses it for every text pass
-// (see Engine.buildForward). With the recurrence as one operator (ruleWKV,
-// ruleKernel) maxStep covers every pass.
+// delta-net the longer passes. The engine uses it for every pass (see
+// Engine.buildForward); a pass with images (one sequence, not padded)
+// gets their embeddings as the model's Forward places them (visionInputs,
+// positions). With the recurrence as one operator (ruleWKV, ruleKernel)
+// maxStep covers every pass.
 //
 // pd is the layout of a padded pass (k is then pd.pad), nil otherwise.
 func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int, pd *padded) (ml.Tensor, error) {
@@ -281,6 +364,13 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 		inputs = pd.inputs
 	}
 	x := m.TokenEmbedding.Forward(ctx, inputs)
+	var deep []ml.Tensor // deepstack embeddings, added after the first layers
+	if len(b.Multimodal) > 0 {
+		if pd != nil {
+			return nil, errors.New("models: internal error: a padded pass with images")
+		}
+		x, deep = visionInputs(ctx, b, x)
+	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		cache.SetLayer(i)
@@ -320,17 +410,25 @@ func (h *hybridForward) forward(ctx ml.Context, b input.Batch, k, n, maxStep int
 		switch {
 		case modelDelta:
 			if err = h.transposeState(ctx, cache, i); err == nil {
-				if x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options); err == nil {
+				restore := modelConv(ctx, l)
+				x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options)
+				restore()
+				if err == nil {
 					err = h.transposeState(ctx, cache, i)
 				}
 			}
 		case op == nil:
+			restore := modelConv(ctx, l)
 			x, err = l.Forward(ctx, i, x, positions, outputs, cache, m.Options)
+			restore()
 		default:
 			x, err = h.layer(ctx, l, x, outputs, op)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("models: layer %d: %w", i, err)
+		}
+		if i < len(deep) {
+			x = x.Add(ctx, deep[i])
 		}
 	}
 	x = m.OutputNorm.Forward(ctx, x, h.eps)
@@ -529,7 +627,7 @@ func (h *hybridForward) deltaStep(ctx ml.Context, g *qwen3next.GatedDeltaNet, x 
 	} else {
 		cache.UpdateConvState(ctx, layer, h.convTail(ctx, in, pd, qkvDim, n))
 	}
-	mixed := in.SSMConv(ctx, g.SSMConv1D.Weight).SILU(ctx) // [qkvDim, k, n]
+	mixed := in.SSMConv(ctx, convWeight(ctx, g)).SILU(ctx) // [qkvDim, k, n]
 	// heads views the channels of mixed from off on as [d, nh, k*n], each
 	// position's heads where the convolution left them (no copy: the norms
 	// and products below read strided rows).
@@ -608,7 +706,7 @@ func (h *hybridForward) deltaKernel(ctx ml.Context, g *qwen3next.GatedDeltaNet, 
 	if err != nil {
 		return nil, fmt.Errorf("convolution state: %w", err)
 	}
-	c, ok := ggmlop.Conv(ctx, qkv, conv, g.SSMConv1D.Weight, lens)
+	c, ok := ggmlop.Conv(ctx, qkv, conv, convWeight(ctx, g), lens)
 	if !ok {
 		return nil, errors.New("models: internal error: the convolution kernel is not available")
 	}

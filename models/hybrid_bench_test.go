@@ -46,7 +46,10 @@ func hybridBenchEngine(b *testing.B) *Engine {
 		}
 	}
 	e, err := Load(context.Background(), path, Options{Threads: envInt("NESY_BENCH_THREADS", 1), ContextLength: 4096, Sequences: 64,
-		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE"), FlashAttention: os.Getenv("NESY_BENCH_FLASH")})
+		DeltaRule: os.Getenv("NESY_BENCH_DELTA_RULE"), FlashAttention: os.Getenv("NESY_BENCH_FLASH"),
+		// NESY_BENCH_NO_HYBRID=1: the model's own Forward, one sequence a pass
+		// (how a Qwen3.5 file with its vision tower ran before 2026-12-06).
+		noHybrid: os.Getenv("NESY_BENCH_NO_HYBRID") == "1"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -203,6 +203,15 @@ func (e *Engine) prepareLocked(j *job) error {
 		}
 		r.images = images
 		inputs = append(inputs, own...)
+		if e.hybrid != nil && e.hybrid.merge > 0 {
+			var shift int32
+			r.rope, shift = ropePositions(s.rope, inputs, r.pre, r.start, e.hybrid.merge)
+			if r.rope != nil && shift != shiftAt(s.rope, r.start) {
+				// Dropped with the positions if the request fails
+				// (truncateLocked).
+				s.rope = append(s.rope, ropeMark{at: r.start + len(own), shift: shift})
+			}
+		}
 		r.text = append(make([]bool, r.pre), text...)
 		if n := len(s.hist) + len(own); n > e.opts.ContextLength {
 			r.mm.close()
@@ -230,6 +239,32 @@ type batch struct {
 	// p's positions from p.n on are pads, removed from the cache when the
 	// pass is committed.
 	pad int
+	// rope are the rotary time positions of the pass's positions where a
+	// part's differ from its logical ones (nil: none does; see
+	// ropePositions).
+	rope []int32
+}
+
+// addRope records the rotary position of the pass's next position: input
+// i of r, or for a pad (i past r's inputs) the positions after its last.
+// It allocates the slice only once some request has positions of its own.
+// placed are the pass's positions so far (the logical positions, which are
+// the rotary ones of the parts before the first that has its own).
+func (b *batch) addRope(r *reqState, i int, logical int32, placed []int32) {
+	if r.rope == nil && b.rope == nil {
+		return
+	}
+	if b.rope == nil {
+		b.rope = slices.Clone(placed)
+	}
+	switch {
+	case r.rope == nil:
+		b.rope = append(b.rope, logical)
+	case i < len(r.rope):
+		b.rope = append(b.rope, r.rope[i])
+	default:
+		b.rope = append(b.rope, r.rope[len(r.rope)-1]+int32(i-len(r.rope)+1))
+	}
 }
 
 type batchPart struct {
@@ -309,6 +344,7 @@ func (e *Engine) buildLocked(active []*job) (*batch, error) {
 				}
 				ib.Multimodal = append(ib.Multimodal, input.MultimodalIndex{Index: len(tokens) - 1, Multimodal: mm})
 			}
+			b.addRope(r, i, int32(s.valid+k), ib.Positions)
 			ib.Positions = append(ib.Positions, int32(s.valid+k))
 			ib.Sequences = append(ib.Sequences, int(r.req.Seq))
 			if r.wantsRow(i) {
@@ -368,6 +404,7 @@ func (e *Engine) buildPadded(b *batch, p plan) error {
 			i := r.next + min(k, n-1)
 			t := r.inputs[i].Token
 			tokens = append(tokens, t)
+			b.addRope(r, r.next+k, int32(s.valid+k), ib.Positions)
 			ib.Positions = append(ib.Positions, int32(s.valid+k))
 			ib.Sequences = append(ib.Sequences, int(r.req.Seq))
 			if k < n {
@@ -466,7 +503,13 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch, pd *padded) (
 	e.cells.place(ib.Sequences, ib.Positions)
 	b.sel = e.selection(b)
 	restore := e.selectOutput(ctx, b.sel)
+	if e.hybrid != nil {
+		e.hybrid.rope = b.rope
+	}
 	t, err := e.buildForward(ctx, ib, pd)
+	if e.hybrid != nil {
+		e.hybrid.rope = nil
+	}
 	restore()
 	if err != nil {
 		return err
@@ -481,11 +524,11 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch, pd *padded) (
 }
 
 // buildForward builds the graph of a pass placed in the cache: through
-// hybridForward for every text pass of a model that has one (it keeps the
-// delta-net states in its own layout, so no text pass may bypass it), else
-// the model's Forward.
+// hybridForward for every pass of a model that has one (it keeps the
+// delta-net states in its own layout, so no pass may bypass it; image
+// passes included), else the model's Forward.
 func (e *Engine) buildForward(ctx ml.Context, ib input.Batch, pd *padded) (ml.Tensor, error) {
-	if e.hybrid == nil || len(ib.Multimodal) > 0 {
+	if e.hybrid == nil {
 		return e.model.Forward(ctx, ib)
 	}
 	k, n, err := layout(ib.Sequences)

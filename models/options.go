@@ -102,6 +102,10 @@ type Options struct {
 	// noWarmup skips graph reservation and the warm-up pass (benchmarks
 	// measure what they save).
 	noWarmup bool
+	// noHybrid runs a Qwen3.5 model's passes through its own Forward, one
+	// sequence a pass, as the engine did before hybridForward (tests
+	// compare the two).
+	noHybrid bool
 }
 
 // resolved are Options with defaults applied, in engine terms.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -231,4 +232,148 @@ func TestVisionUnsupportedKernel(t *testing.T) {
 	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: testTokens(1, 8, e.Info().VocabSize)}}); err != nil {
 		t.Errorf("text on the same model: %v", err)
 	}
+}
+
+// sizedImage is a w x h PNG with a gradient (shade in the red channel).
+func sizedImage(t *testing.T, w, h int, shade uint8) []byte {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			m.Set(x, y, color.RGBA{shade, uint8(x * 255 / w), uint8(y * 255 / h), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestQwen35Vision: a Qwen3.5 model that carries its vision tower (as
+// Ollama's GGUFs of it do) runs every pass through hybridForward, so its
+// searches keep batching: an image prompt and its continuation give the
+// logits of the model's own Forward (one sequence a pass, images placed by
+// Ollama's PostTokenize), forks of the image sequence evaluated in one
+// pass beside a text-only sequence give the Forward's logits and the text
+// sequence's alone.
+func TestQwen35Vision(t *testing.T) {
+	spec := gguf.Default(gguf.ArchQwen35)
+	spec.Vision = true
+	e := newTestEngine(t, spec, Options{})
+	if !e.Info().Vision || e.hybrid == nil || e.hybrid.merge != 2 || len(e.hybrid.mrope) == 0 {
+		t.Fatalf("Info %+v, hybrid %v: want a vision model run by hybridForward with multi-axis RoPE", e.Info(), e.hybrid)
+	}
+	ref := newTestEngine(t, spec, Options{noHybrid: true})
+	if ref.hybrid != nil {
+		t.Fatal("reference engine has a hybridForward")
+	}
+	ctx := context.Background()
+	vocab := e.Info().VocabSize
+	img := sizedImage(t, 300, 200, 90) // 4x2 merged patches after resizing
+	prompt := append(testTokens(1, 5, vocab), ImageToken(0))
+	prompt = append(prompt, testTokens(2, 4, vocab)...)
+	newSeq := func(e *Engine) SeqID {
+		s, err := e.NewSequence()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	eval := func(e *Engine, reqs ...EvalRequest) []EvalResult {
+		t.Helper()
+		res, err := e.Eval(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	last := func(r EvalResult) []float32 { return r.Logits[len(r.Logits)-1] }
+
+	se, sr := newSeq(e), newSeq(ref)
+	ge := eval(e, EvalRequest{Seq: se, Tokens: prompt, Images: [][]byte{img}, AllLogits: true})[0]
+	gr := eval(ref, EvalRequest{Seq: sr, Tokens: prompt, Images: [][]byte{img}, AllLogits: true})[0]
+	if ge.Images != 1 || ge.Positions != gr.Positions || len(ge.Logits) != len(gr.Logits) || len(ge.Logits) != len(prompt)-1 {
+		t.Fatalf("image prompt: %d images, %d positions, %d rows; reference %d positions, %d rows", ge.Images, ge.Positions, len(ge.Logits), gr.Positions, len(gr.Logits))
+	}
+	for i := range ge.Logits {
+		assertClose(t, fmt.Sprintf("image prompt, text row %d", i), ge.Logits[i], gr.Logits[i], 1e-3)
+	}
+	cont := testTokens(3, 6, vocab)
+	assertClose(t, "continuation", last(eval(e, EvalRequest{Seq: se, Tokens: cont})[0]), last(eval(ref, EvalRequest{Seq: sr, Tokens: cont})[0]), 1e-3)
+
+	// Two forks of the image sequence and a text-only sequence, one token
+	// each, in one pass.
+	text := testTokens(4, 7, vocab)
+	sb := newSeq(e)
+	eval(e, EvalRequest{Seq: sb, Tokens: text})
+	f1, err := e.Fork(se, e.Len(se))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := e.Fork(se, e.Len(se)-2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := testTokens(5, 3, vocab)
+	calls := e.Stats().ModelCalls
+	got := eval(e, EvalRequest{Seq: f1, Tokens: tok[:1]}, EvalRequest{Seq: f2, Tokens: tok[1:2]}, EvalRequest{Seq: sb, Tokens: tok[2:3]})
+	if n := e.Stats().ModelCalls - calls; n != 1 {
+		t.Errorf("three one-token requests took %d passes, want 1", n)
+	}
+	r1, err := ref.Fork(sr, ref.Len(sr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := ref.Fork(sr, ref.Len(sr)-2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertClose(t, "fork at the end", last(got[0]), last(eval(ref, EvalRequest{Seq: r1, Tokens: tok[:1]})[0]), 1e-3)
+	assertClose(t, "fork two back", last(got[1]), last(eval(ref, EvalRequest{Seq: r2, Tokens: tok[1:2]})[0]), 1e-3)
+	// The text-only sequence alone, on an engine that has seen no image.
+	alone := newTestEngine(t, spec, Options{})
+	sa := newSeq(alone)
+	eval(alone, EvalRequest{Seq: sa, Tokens: text})
+	assertClose(t, "text sequence beside the forks", last(got[2]), last(eval(alone, EvalRequest{Seq: sa, Tokens: tok[2:3]})[0]), 1e-3)
+
+	// An image in a later request of a sequence is placed as in one
+	// request from the start (which the model's Forward was checked
+	// against above), and a fork from before the image continues as a
+	// sequence that never had one.
+	sx := newSeq(e)
+	eval(e, EvalRequest{Seq: sx, Tokens: prompt[:5]})
+	mid := eval(e, EvalRequest{Seq: sx, Tokens: prompt[5:], Images: [][]byte{img}})[0]
+	assertClose(t, "image in a second request", last(mid), last(ge), 1e-3)
+	assertClose(t, "its continuation", last(eval(e, EvalRequest{Seq: sx, Tokens: cont})[0]), last(eval(ref, EvalRequest{Seq: newSeqWith(t, ref, prompt, img), Tokens: cont})[0]), 1e-3)
+	before, err := e.Fork(sx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newSeq(alone)
+	eval(alone, EvalRequest{Seq: st, Tokens: prompt[:5]})
+	want := last(eval(alone, EvalRequest{Seq: st, Tokens: cont})[0])
+	assertClose(t, "fork before the image", last(eval(e, EvalRequest{Seq: before, Tokens: cont})[0]), want, 1e-3)
+	if err := e.Truncate(sx, 5); err != nil {
+		t.Fatal(err)
+	}
+	assertClose(t, "truncated before the image", last(eval(e, EvalRequest{Seq: sx, Tokens: cont})[0]), want, 1e-3)
+	// Past where the image's positions ended before the truncation.
+	more := testTokens(6, 24, vocab)
+	for i := range 2 {
+		assertClose(t, fmt.Sprintf("truncated, further on (%d)", i), last(eval(e, EvalRequest{Seq: sx, Tokens: more})[0]), last(eval(alone, EvalRequest{Seq: st, Tokens: more})[0]), 1e-3)
+	}
+}
+
+// newSeqWith starts a sequence of e with an image prompt.
+func newSeqWith(t *testing.T, e *Engine, prompt []int32, img []byte) SeqID {
+	t.Helper()
+	s, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Eval(context.Background(), []EvalRequest{{Seq: s, Tokens: prompt, Images: [][]byte{img}}}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -67,3 +67,46 @@ func lastLogits(t *testing.T, spec gguf.Spec) []float32 {
 	}
 	return res[0].Logits[len(res[0].Logits)-1]
 }
+
+// TestConvWeightTypes: a qwen35 file whose delta-net convolution weights
+// are F16 or BF16 (converters keep them F32, but one that casts every
+// matrix would not) loads and computes what its F32 twin computes within
+// the type's rounding, through nesy's kernels and through ggml's graph
+// (whose SSM convolution takes F32 weights only and aborted the process on
+// others), for a prompt (the model's own chunked delta-net under the graph
+// rule) and a decode step.
+func TestConvWeightTypes(t *testing.T) {
+	for _, rule := range []string{"kernel", "graph"} {
+		want := ruleLogits(t, gguf.Default(gguf.ArchQwen35), rule)
+		for _, dt := range []gguf.DType{gguf.F16, gguf.BF16} {
+			t.Run(rule+"/"+string(dt), func(t *testing.T) {
+				s := gguf.Default(gguf.ArchQwen35)
+				s.ConvDType = dt
+				got := ruleLogits(t, s, rule)
+				for i := range got {
+					assertClose(t, fmt.Sprintf("row %d", i), got[i], want[i], 0.01)
+				}
+			})
+		}
+	}
+}
+
+// ruleLogits runs a 24-token prompt and one decode step under a delta
+// rule and returns the last row of each.
+func ruleLogits(t *testing.T, spec gguf.Spec, rule string) [][]float32 {
+	t.Helper()
+	e := newTestEngine(t, spec, Options{Sequences: 1, DeltaRule: rule})
+	seq, err := e.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]float32
+	for _, toks := range [][]int32{testTokens(3, 24, e.Info().VocabSize), testTokens(4, 1, e.Info().VocabSize)} {
+		res, err := e.Eval(context.Background(), []EvalRequest{{Seq: seq, Tokens: toks}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, res[0].Logits[len(res[0].Logits)-1])
+	}
+	return rows
+}
