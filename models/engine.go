@@ -611,6 +611,10 @@ func (e *Engine) Fork(src SeqID, n int) (SeqID, error) {
 		e.freeLocked(id)
 		return 0, err
 	}
+	if err := e.imageRecompute(id, n); err != nil {
+		e.freeLocked(id)
+		return 0, fmt.Errorf("models: fork of sequence %d at %d: %w", src, n, err)
+	}
 	return id, nil
 }
 
@@ -642,7 +646,29 @@ func (e *Engine) truncateLocked(seq SeqID, n int) error {
 	s := &e.seqs[seq]
 	s.hist = s.hist[:n]
 	s.rope = marksUpTo(s.rope, n)
-	return e.truncateCacheLocked(seq, n)
+	if err := e.truncateCacheLocked(seq, n); err != nil {
+		return err
+	}
+	if err := e.imageRecompute(seq, n); err != nil {
+		return fmt.Errorf("models: truncate of sequence %d to %d: %w", seq, n, err)
+	}
+	return nil
+}
+
+// imageRecompute checks a recurrent model's sequence cut to n positions
+// whose cache kept fewer (no state checkpoint at n): the positions between
+// are recomputed by the next Eval, which an image's cannot be (its
+// embeddings are not kept). Then the sequence is cut to what the cache
+// holds and the error (ErrUnsupported) says so; the caller may start over
+// (explore's dialog does).
+func (e *Engine) imageRecompute(seq SeqID, n int) error {
+	s := &e.seqs[seq]
+	if e.checkpoints == nil || s.valid >= n || !slices.Contains(s.hist[s.valid:n], -1) {
+		return nil
+	}
+	s.hist = s.hist[:s.valid]
+	s.rope = marksUpTo(s.rope, s.valid)
+	return fmt.Errorf("%w: positions %d-%d would be recomputed and hold an image (the recurrent state has no checkpoint after it); the sequence now holds %d", ErrUnsupported, s.valid, n, s.valid)
 }
 
 // truncateCacheLocked makes the cache hold at most n positions of seq,

@@ -363,6 +363,23 @@ func TestQwen35Vision(t *testing.T) {
 	for i := range 2 {
 		assertClose(t, fmt.Sprintf("truncated, further on (%d)", i), last(eval(e, EvalRequest{Seq: sx, Tokens: more})[0]), last(eval(alone, EvalRequest{Seq: st, Tokens: more})[0]), 1e-3)
 	}
+
+	// A cut inside an image prompt cannot be recomputed (no state
+	// checkpoint there, the image's embeddings are gone): Truncate and
+	// Fork say so at once, and the sequence holds what its cache kept, from
+	// which the prompt can be evaluated again.
+	sy := newSeqWith(t, e, prompt, img)
+	if _, err := e.Fork(sy, 3); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("fork inside an image prompt: %v, want ErrUnsupported", err)
+	}
+	if err := e.Truncate(sy, 3); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("truncate inside an image prompt: %v, want ErrUnsupported", err)
+	}
+	if n := e.Len(sy); n != 0 {
+		t.Fatalf("after the refused cut the sequence holds %d positions, want 0 (no checkpoint)", n)
+	}
+	again := eval(e, EvalRequest{Seq: sy, Tokens: prompt, Images: [][]byte{img}})[0]
+	assertClose(t, "the image prompt again", last(again), last(ge), 1e-3)
 }
 
 // newSeqWith starts a sequence of e with an image prompt.
