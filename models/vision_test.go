@@ -250,16 +250,27 @@ func sizedImage(t *testing.T, w, h int, shade uint8) []byte {
 	return b.Bytes()
 }
 
-// TestQwen35Vision: a Qwen3.5 model that carries its vision tower (as
-// Ollama's GGUFs of it do) runs every pass through hybridForward, so its
-// searches keep batching: an image prompt and its continuation give the
-// logits of the model's own Forward (one sequence a pass, images placed by
-// Ollama's PostTokenize), forks of the image sequence evaluated in one
-// pass beside a text-only sequence give the Forward's logits and the text
-// sequence's alone.
+// TestQwen35Vision: a Qwen3.5 model (qwen35 and qwen35moe) that carries
+// its vision tower (as Ollama's GGUFs of it do) runs every pass through
+// hybridForward, so its searches keep batching: an image prompt and its
+// continuation give the logits of the model's own Forward (one sequence a
+// pass, images placed by Ollama's PostTokenize), forks of the image
+// sequence evaluated in one pass beside a text-only sequence give the
+// Forward's logits and the text sequence's alone, an image in a later
+// request is placed as in a first one, cuts before an image continue as a
+// sequence without one, and a cut that would recompute an image is
+// refused.
 func TestQwen35Vision(t *testing.T) {
-	spec := gguf.Default(gguf.ArchQwen35)
-	spec.Vision = true
+	for _, arch := range []string{gguf.ArchQwen35, gguf.ArchQwen35MoE} {
+		t.Run(arch, func(t *testing.T) {
+			spec := gguf.Default(arch)
+			spec.Vision = true
+			testQwen35Vision(t, spec)
+		})
+	}
+}
+
+func testQwen35Vision(t *testing.T, spec gguf.Spec) {
 	e := newTestEngine(t, spec, Options{})
 	if !e.Info().Vision || e.hybrid == nil || e.hybrid.merge != 2 || len(e.hybrid.mrope) == 0 {
 		t.Fatalf("Info %+v, hybrid %v: want a vision model run by hybridForward with multi-axis RoPE", e.Info(), e.hybrid)
