@@ -451,7 +451,7 @@ if step nesy 60 nesycheck; then
 fi
 
 step gpu-tests 60 bash -c 'cd "$1/models/gpu" && "$2" -test.v -test.count 1' _ "$repo" "$bin/gpu.test" || true
-step --quiet gpu-logits 150 bash -c 'cd "$1/models" && "$2" -test.v -test.count 1 -test.timeout 10m -test.run "^(TestGPUOffload|TestGPULogits|TestGPUDeltaRule|TestGPUStateMemory|TestCacheTypes)$"' \
+step --quiet gpu-logits 150 bash -c 'cd "$1/models" && "$2" -test.v -test.count 1 -test.timeout 10m -test.run "^(TestGPUOffload|TestGPULogits|TestGPUDeltaRule|TestGPUStateMemory|TestQwen35Vision|TestCacheTypes)$"' \
   _ "$repo" "$bin/models.test" || true
 
 fig_files=()
