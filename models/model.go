@@ -60,6 +60,11 @@ var (
 	// ErrNoVision is returned when images are given to a model without a
 	// vision encoder.
 	ErrNoVision = errors.New("models: the model has no vision encoder")
+	// ErrBadImage is wrapped by errors about an image the model cannot take:
+	// not a PNG or JPEG, or one its vision encoder's preprocessing rejects
+	// (Qwen3-VL's wants both sides at least its patch size times its merge
+	// size, e.g. 32 pixels for Qwen3.5).
+	ErrBadImage = errors.New("unusable image")
 	// ErrUnsupported is returned for operations the model's cache cannot do
 	// (see Engine.Fork).
 	ErrUnsupported = errors.New("models: operation not supported by this model")

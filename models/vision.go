@@ -36,15 +36,22 @@ func newMMStore(b ml.Backend, run *ggmlthread.Runner) *mmStore {
 	return &mmStore{b: b, run: run, entries: map[ml.Tensor]*mmEntry{}}
 }
 
-// encode runs the vision encoder on one PNG or JPEG image.
+// encode runs the vision encoder on one PNG or JPEG image. An image that
+// does not decode, or whose preprocessing panics with a message (Ollama's
+// image processors panic on sizes they cannot take), is an ErrBadImage;
+// other panics (an error value: out of memory) are engine failures.
 func (s *mmStore) encode(p model.MultimodalProcessor, img []byte) (mm []input.Multimodal, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if msg, ok := r.(string); ok {
+				err = fmt.Errorf("%w: the vision encoder rejected it: %s", ErrBadImage, msg)
+				return
+			}
 			err = panicError(r)
 		}
 	}()
 	if _, _, err := image.DecodeConfig(bytes.NewReader(img)); err != nil {
-		return nil, fmt.Errorf("not a PNG or JPEG image: %w", err)
+		return nil, fmt.Errorf("%w: not a PNG or JPEG image: %v", ErrBadImage, err)
 	}
 	ctx := s.b.NewContext()
 	s.ctxs = append(s.ctxs, ctx)

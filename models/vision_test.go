@@ -391,6 +391,20 @@ func testQwen35Vision(t *testing.T, spec gguf.Spec) {
 	}
 	again := eval(e, EvalRequest{Seq: sy, Tokens: prompt, Images: [][]byte{img}})[0]
 	assertClose(t, "the image prompt again", last(again), last(ge), 1e-3)
+
+	// Images the model cannot take are ErrBadImage, not engine failures:
+	// a strip thinner than the patch grid (Qwen3-VL's processor panics on
+	// it) and bytes that are no image; the sequence is left as it was.
+	for name, bad := range map[string][]byte{"thin strip": sizedImage(t, 600, 8, 10), "not an image": []byte("GIF89a, or nothing")} {
+		n := e.Len(sy)
+		_, err := e.Eval(ctx, []EvalRequest{{Seq: sy, Tokens: []int32{ImageToken(0)}, Images: [][]byte{bad}}})
+		if !errors.Is(err, ErrBadImage) {
+			t.Errorf("%s: %v, want ErrBadImage", name, err)
+		}
+		if e.Len(sy) != n {
+			t.Errorf("%s: the sequence went from %d to %d positions", name, n, e.Len(sy))
+		}
+	}
 }
 
 // newSeqWith starts a sequence of e with an image prompt.

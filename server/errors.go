@@ -101,6 +101,9 @@ func asAPIError(err error) *apiError {
 	if errors.As(err, &mbe) {
 		return errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body is larger than %d bytes", mbe.Limit)
 	}
+	if errors.Is(err, models.ErrBadImage) {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "%v", err)
+	}
 	if errors.Is(err, errShuttingDown) {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 5}
 	}
