@@ -173,6 +173,11 @@ func (e *Engine) finishLocked(j *job, err error) {
 				j.err = errors.Join(err, terr)
 			}
 		}
+		if err != nil && r.inputs != nil {
+			// A failed request's rotary shift (prepareLocked), whether or
+			// not any of its positions were committed.
+			s.rope = marksUpTo(s.rope, r.start)
+		}
 		r.mm.close()
 		s.busy = false
 		if s.release {
@@ -203,19 +208,19 @@ func (e *Engine) prepareLocked(j *job) error {
 		}
 		r.images = images
 		inputs = append(inputs, own...)
+		r.text = append(make([]bool, r.pre), text...)
+		if n := len(s.hist) + len(own); n > e.opts.ContextLength {
+			r.mm.close()
+			return fmt.Errorf("%w: sequence %d would hold %d positions, limit %d", ErrContextLength, r.req.Seq, n, e.opts.ContextLength)
+		}
 		if e.hybrid != nil && e.hybrid.merge > 0 {
 			var shift int32
 			r.rope, shift = ropePositions(s.rope, inputs, r.pre, r.start, e.hybrid.merge)
 			if r.rope != nil && shift != shiftAt(s.rope, r.start) {
 				// Dropped with the positions if the request fails
-				// (truncateLocked).
+				// later (finishLocked truncates to r.start).
 				s.rope = append(s.rope, ropeMark{at: r.start + len(own), shift: shift})
 			}
-		}
-		r.text = append(make([]bool, r.pre), text...)
-		if n := len(s.hist) + len(own); n > e.opts.ContextLength {
-			r.mm.close()
-			return fmt.Errorf("%w: sequence %d would hold %d positions, limit %d", ErrContextLength, r.req.Seq, n, e.opts.ContextLength)
 		}
 		r.inputs = inputs
 	}

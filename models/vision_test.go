@@ -405,6 +405,16 @@ func testQwen35Vision(t *testing.T, spec gguf.Spec) {
 			t.Errorf("%s: the sequence went from %d to %d positions", name, n, e.Len(sy))
 		}
 	}
+	// A job that fails leaves no rotary shift behind on a request of it
+	// that was prepared (the good image's, ahead of the bad one).
+	sg, sb := newSeq(e), newSeq(e)
+	if _, err := e.Eval(ctx, []EvalRequest{{Seq: sg, Tokens: prompt, Images: [][]byte{img}}, {Seq: sb, Tokens: []int32{ImageToken(0)}, Images: [][]byte{[]byte("no image")}}}); !errors.Is(err, ErrBadImage) {
+		t.Fatalf("a job with a bad image: %v, want ErrBadImage", err)
+	}
+	sf := newSeq(alone)
+	for i := range 3 {
+		assertClose(t, fmt.Sprintf("after the failed job (%d)", i), last(eval(e, EvalRequest{Seq: sg, Tokens: more})[0]), last(eval(alone, EvalRequest{Seq: sf, Tokens: more})[0]), 1e-3)
+	}
 }
 
 // newSeqWith starts a sequence of e with an image prompt.
