@@ -318,28 +318,22 @@ func testQwen35Vision(t *testing.T, spec gguf.Spec) {
 	text := testTokens(4, 7, vocab)
 	sb := newSeq(e)
 	eval(e, EvalRequest{Seq: sb, Tokens: text})
-	f1, err := e.Fork(se, e.Len(se))
-	if err != nil {
-		t.Fatal(err)
+	fork := func(e *Engine, s SeqID, back int) SeqID {
+		t.Helper()
+		f, err := e.Fork(s, e.Len(s)-back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
 	}
-	f2, err := e.Fork(se, e.Len(se)-2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f1, f2 := fork(e, se, 0), fork(e, se, 2)
 	tok := testTokens(5, 3, vocab)
 	calls := e.Stats().ModelCalls
 	got := eval(e, EvalRequest{Seq: f1, Tokens: tok[:1]}, EvalRequest{Seq: f2, Tokens: tok[1:2]}, EvalRequest{Seq: sb, Tokens: tok[2:3]})
 	if n := e.Stats().ModelCalls - calls; n != 1 {
 		t.Errorf("three one-token requests took %d passes, want 1", n)
 	}
-	r1, err := ref.Fork(sr, ref.Len(sr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := ref.Fork(sr, ref.Len(sr)-2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r1, r2 := fork(ref, sr, 0), fork(ref, sr, 2)
 	assertClose(t, "fork at the end", last(got[0]), last(eval(ref, EvalRequest{Seq: r1, Tokens: tok[:1]})[0]), 1e-3)
 	assertClose(t, "fork two back", last(got[1]), last(eval(ref, EvalRequest{Seq: r2, Tokens: tok[1:2]})[0]), 1e-3)
 	// The text-only sequence alone, on an engine that has seen no image.
