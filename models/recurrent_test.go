@@ -35,12 +35,16 @@ func hybridSpecs() map[string]gguf.Spec {
 	// Value head h reading key head h mod 2 (ssm.v_head_reordered).
 	reordered := gguf.Default(gguf.ArchQwen35)
 	reordered.VHeadReordered = true
+	// RoPE on a quarter of each head, as Qwen3.5 (64 of 256).
+	partial := gguf.Default(gguf.ArchQwen35)
+	partial.RopeDim = 4
 	moe := gguf.Default(gguf.ArchQwen35MoE)
 	moe8 := gguf.Default(gguf.ArchQwen35MoE)
 	moe8.Experts, moe8.ExpertsUsed, moe8.Layers = 8, 3, 8
 	return map[string]gguf.Spec{
 		"qwen35": gguf.Default(gguf.ArchQwen35), "qwen35-wide": wide, "qwen35-deep": deep,
-		"qwen35-f16": half, "qwen35-q8_0": q8, "qwen35-h64": h64, "qwen35-reordered": reordered, "qwen35moe": moe, "qwen35moe-8x3": moe8,
+		"qwen35-f16": half, "qwen35-q8_0": q8, "qwen35-h64": h64, "qwen35-reordered": reordered, "qwen35-partial-rope": partial,
+		"qwen35moe": moe, "qwen35moe-8x3": moe8,
 	}
 }
 

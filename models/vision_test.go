@@ -261,9 +261,10 @@ func sizedImage(t *testing.T, w, h int, shade uint8) []byte {
 // sequence without one, and a cut that would recompute an image is
 // refused.
 func TestQwen35Vision(t *testing.T) {
-	for _, arch := range []string{gguf.ArchQwen35, gguf.ArchQwen35MoE} {
-		t.Run(arch, func(t *testing.T) {
-			spec := gguf.Default(arch)
+	partial := gguf.Default(gguf.ArchQwen35)
+	partial.HeadDim, partial.RopeDim = 32, 8 // rotary on a quarter of each head, as Qwen3.5
+	for name, spec := range map[string]gguf.Spec{"qwen35": gguf.Default(gguf.ArchQwen35), "qwen35moe": gguf.Default(gguf.ArchQwen35MoE), "qwen35-partial-rope": partial} {
+		t.Run(name, func(t *testing.T) {
 			spec.Vision = true
 			testQwen35Vision(t, spec)
 		})

@@ -17,6 +17,7 @@ func newMkmodelCmd() *cobra.Command {
 		seed                              uint64
 		ctx, layers, embd, ffn, heads     int
 		kvHeads, headDim, vocabSize       int
+		ropeDim                           int
 		experts, expertsUsed              int
 		reference, tied, vision           bool
 	)
@@ -65,6 +66,7 @@ byte-identical file.
 			set("heads", &spec.Heads, heads)
 			set("kv-heads", &spec.KVHeads, kvHeads)
 			set("head-dim", &spec.HeadDim, headDim)
+			set("rope-dim", &spec.RopeDim, ropeDim)
 			set("vocab", &spec.VocabSize, vocabSize)
 			set("experts", &spec.Experts, experts)
 			set("experts-used", &spec.ExpertsUsed, expertsUsed)
@@ -120,6 +122,7 @@ byte-identical file.
 	f.IntVar(&heads, "heads", 0, "attention heads (default 4; 12 with --reference)")
 	f.IntVar(&kvHeads, "kv-heads", 0, "key/value heads (default 2; 12 with --reference)")
 	f.IntVar(&headDim, "head-dim", 0, "per-head size (default embd/heads)")
+	f.IntVar(&ropeDim, "rope-dim", 0, "qwen35/qwen35moe: rotate only this many values of each attention head, as Qwen3.5 does (64 of 256); default the whole head")
 	f.IntVar(&vocabSize, "vocab", 0, "pad the vocabulary to this many tokens with unused [PADn] tokens, as converters pad a real model's (32000 with --reference; Qwen's GGUFs: 151936)")
 	f.StringVar(&dtype, "dtype", "f32", "weight matrices' type: f32, f16, bf16, q8_0 or q4_0 (norms stay f32; quantized rows that are not whole blocks of 32 are f16)")
 	f.StringVar(&name, "name", "", "general.name (default nesy-test-<arch>)")

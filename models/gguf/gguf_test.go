@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -119,6 +120,13 @@ func TestWriteRejectsBadSpecs(t *testing.T) {
 		{Layers: -1},
 		{VocabSize: 10},
 		{Tokenizer: &Tokenizer{Model: "wordpiece"}},
+		{Arch: ArchLlama, RopeDim: 4},                // partial rotary: qwen35 only
+		{Arch: ArchQwen35, RopeDim: 3},               // odd
+		{Arch: ArchQwen35, RopeDim: 64},              // wider than the 16-wide heads
+		{Arch: ArchQwen35, ConvDType: Q8_0},          // convolution rows of 4
+		{Arch: ArchLlama, ConvDType: F16},            // no convolution
+		{Arch: ArchQwen35, Vision: true, RopeDim: 6}, // multi-axis sections need a multiple of 4
+		{Arch: ArchLlama, Vision: true},              // no tower for llama
 	}
 	for _, s := range bad {
 		p := filepath.Join(t.TempDir(), "m.gguf")
@@ -280,5 +288,48 @@ func TestPadRealVocabulary(t *testing.T) {
 	s.VocabSize = n - 1
 	if err := Write(filepath.Join(t.TempDir(), "small.gguf"), s); err == nil || !strings.Contains(err.Error(), "below the tokenizer's") {
 		t.Errorf("a size below the tokenizer's: %v", err)
+	}
+}
+
+// TestQwenVisionMetadata: a qwen35 written with its vision tower says what
+// Ollama's qwen3next loader reads: the tower's sizes, Qwen's vision tokens
+// (control tokens, in the vocabulary, at the ids the metadata names), and
+// multi-axis RoPE sections that cover the rotated half of a head (RopeDim
+// when set: partial rotary as in Qwen3.5).
+func TestQwenVisionMetadata(t *testing.T) {
+	for _, ropeDim := range []int{0, 8} {
+		s := Default(ArchQwen35)
+		s.Vision, s.HeadDim, s.RopeDim = true, 32, ropeDim
+		n, err := s.normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, meta := writeRead(t, s)
+		kv := meta.KV()
+		rotated := uint64(cmp.Or(ropeDim, 32))
+		if got := kv.Uint("rope.dimension_count"); uint64(got) != rotated {
+			t.Errorf("rope.dimension_count %d, want %d", got, rotated)
+		}
+		var sum int32
+		for _, v := range kv.Ints("rope.dimension_sections") {
+			sum += v
+		}
+		if uint64(sum) != rotated/2 {
+			t.Errorf("RoPE sections %v sum to %d, want %d", kv.Ints("rope.dimension_sections"), sum, rotated/2)
+		}
+		if kv.Uint("vision.block_count") != uint32(n.VisionLayers) || kv.Uint("vision.patch_size") != uint32(n.PatchSize) {
+			t.Errorf("vision sizes: %d layers, patch %d", kv.Uint("vision.block_count"), kv.Uint("vision.patch_size"))
+		}
+		toks := kv.Strings("tokenizer.ggml.tokens")
+		types := kv.Ints("tokenizer.ggml.token_type")
+		for key, want := range map[string]string{"image_token_id": QwenImagePad, "vision_start_token_id": QwenVisionStart, "vision_end_token_id": QwenVisionEnd} {
+			id := int(kv.Uint(key))
+			if id >= len(toks) || toks[id] != want || types[id] != TypeControl {
+				t.Errorf("%s = %d: want the control token %q", key, id, want)
+			}
+		}
+		if len(meta.Tensors().Items("v.")) == 0 || len(meta.Tensors().Items("v.deepstack_merger.0.")) == 0 {
+			t.Error("no vision tower tensors")
+		}
 	}
 }

@@ -14,6 +14,7 @@
 package gguf
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -88,6 +89,10 @@ type Spec struct {
 	// gated delta-net's value head h reads key head h mod KVHeads instead
 	// of h / (Heads/KVHeads).
 	VHeadReordered bool
+	// RopeDim (qwen35, qwen35moe) rotates only the first RopeDim values of
+	// each attention head, as Qwen3.5 does (a quarter of its 256); 0
+	// rotates the whole head.
+	RopeDim int
 	// ConvDType (qwen35, qwen35moe) stores the delta-net layers' short
 	// convolution weights (ssm_conv1d) in this type: F32 when empty, as
 	// converters write them; F16 or BF16 make the files a converter that
@@ -254,6 +259,10 @@ func (s Spec) normalize() (Spec, error) {
 		return s, fmt.Errorf("gguf: context length must be positive, got %d", s.ContextLength)
 	case !slices.Contains(DTypes(), s.DType):
 		return s, fmt.Errorf("gguf: unsupported weight type %q (f32, f16, bf16, q8_0 or q4_0)", s.DType)
+	case s.RopeDim != 0 && !hybrid(s.Arch):
+		return s, fmt.Errorf("gguf: partial rotary (a rotated head size) is only generated for qwen35 and qwen35moe, not %s", s.Arch)
+	case s.RopeDim != 0 && (s.RopeDim < 2 || s.RopeDim%2 != 0 || s.RopeDim > s.HeadDim):
+		return s, fmt.Errorf("gguf: rotated head size %d must be even, at least 2 and at most the head size %d", s.RopeDim, s.HeadDim)
 	case s.ConvDType != "" && (!hybrid(s.Arch) || !slices.Contains([]DType{F32, F16, BF16}, s.ConvDType)):
 		return s, fmt.Errorf("gguf: convolution weight type %q: qwen35 and qwen35moe take f32, f16 or bf16", s.ConvDType)
 	case s.WeightScale < 0:
@@ -342,8 +351,8 @@ func (s *Spec) normalizeVision() error {
 			return fmt.Errorf("gguf: vision width %d over %d heads must give head sizes that are multiples of 4 (2-D rotary halves)", s.VisionEmbd, s.VisionHeads)
 		case s.ImageSize < 2*s.PatchSize:
 			return fmt.Errorf("gguf: image size %d must be at least two merged patches (2 x %d)", s.ImageSize, s.PatchSize)
-		case s.HeadDim%4 != 0:
-			return fmt.Errorf("gguf: multi-axis RoPE needs a text head size that is a multiple of 4, got %d", s.HeadDim)
+		case cmp.Or(s.RopeDim, s.HeadDim)%4 != 0:
+			return fmt.Errorf("gguf: multi-axis RoPE needs a rotated head size that is a multiple of 4, got %d", cmp.Or(s.RopeDim, s.HeadDim))
 		}
 		return nil
 	}
@@ -436,7 +445,7 @@ func (s Spec) kv() map[string]any {
 		"attention.value_length":           uint32(s.HeadDim),
 		"attention.layer_norm_rms_epsilon": float32(1e-6),
 		"rope.freq_base":                   s.RopeBase,
-		"rope.dimension_count":             uint32(s.HeadDim),
+		"rope.dimension_count":             uint32(cmp.Or(s.RopeDim, s.HeadDim)),
 	}
 	if hybrid(s.Arch) {
 		// Per-layer KV heads: 0 marks a recurrent (delta-net) layer.
@@ -481,7 +490,7 @@ func (s Spec) kv() map[string]any {
 		kv["vision.num_positional_embeddings"] = uint32(qwenVisionPositions)
 		kv["vision.deepstack_visual_indexes"] = []int32{0}
 		kv["vision.shortest_edge"] = uint32(s.ImageSize * s.ImageSize)
-		half := s.HeadDim / 2
+		half := cmp.Or(s.RopeDim, s.HeadDim) / 2
 		kv["rope.dimension_sections"] = []int32{int32(half - 2*(half/4)), int32(half / 4), int32(half / 4)}
 		kv["rope.mrope_interleaved"] = true
 		ids := s.Tokenizer.index()
