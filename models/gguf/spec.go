@@ -332,23 +332,34 @@ func (s Spec) TokensPerImageOrDefault() int {
 }
 
 func (s *Spec) normalizeVision() error {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
+	qwen := hybrid(s.Arch)
+	if !qwen && s.Arch != ArchGemma3 {
+		return fmt.Errorf("gguf: a vision encoder is only generated for gemma3, qwen35 and qwen35moe, not %s", s.Arch)
+	}
+	// A tiny tower: gemma3's SigLIP, or Qwen3-VL's with larger patches (so
+	// the largest image the engine reserves for stays a few hundred tokens).
+	layers, image, patch := 1, 56, 14
+	if qwen {
+		layers, image, patch = 2, 128, 32
+	}
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&s.VisionEmbd, 32}, {&s.VisionLayers, layers}, {&s.VisionHeads, 2}, {&s.VisionFFN, 64}, {&s.ImageSize, image}, {&s.PatchSize, patch}} {
+		if *d.v == 0 {
+			*d.v = d.def
 		}
 	}
-	if hybrid(s.Arch) {
-		def(&s.VisionEmbd, 32)
-		def(&s.VisionLayers, 2)
-		def(&s.VisionHeads, 2)
-		def(&s.VisionFFN, 64)
-		def(&s.ImageSize, 128)
-		def(&s.PatchSize, 32)
+	switch {
+	case s.VisionEmbd < 1 || s.VisionLayers < 1 || s.VisionHeads < 1 || s.VisionFFN < 1 || s.PatchSize < 1 || s.ImageSize < 1:
+		return fmt.Errorf("gguf: vision sizes must be positive")
+	case s.VisionEmbd%s.VisionHeads != 0:
+		return fmt.Errorf("gguf: vision width %d is not a multiple of %d heads", s.VisionEmbd, s.VisionHeads)
+	}
+	if qwen {
 		switch {
-		case s.VisionEmbd < 1 || s.VisionLayers < 1 || s.VisionHeads < 1 || s.VisionFFN < 1 || s.PatchSize < 1 || s.ImageSize < 1:
-			return fmt.Errorf("gguf: vision sizes must be positive")
-		case s.VisionEmbd%s.VisionHeads != 0 || (s.VisionEmbd/s.VisionHeads)%4 != 0:
-			return fmt.Errorf("gguf: vision width %d over %d heads must give head sizes that are multiples of 4 (2-D rotary halves)", s.VisionEmbd, s.VisionHeads)
+		case (s.VisionEmbd/s.VisionHeads)%4 != 0:
+			return fmt.Errorf("gguf: vision head size %d must be a multiple of 4 (2-D rotary halves)", s.VisionEmbd/s.VisionHeads)
 		case s.ImageSize < 2*s.PatchSize:
 			return fmt.Errorf("gguf: image size %d must be at least two merged patches (2 x %d)", s.ImageSize, s.PatchSize)
 		case cmp.Or(s.RopeDim, s.HeadDim)%4 != 0:
@@ -356,23 +367,12 @@ func (s *Spec) normalizeVision() error {
 		}
 		return nil
 	}
-	if s.Arch != ArchGemma3 {
-		return fmt.Errorf("gguf: a vision encoder is only generated for gemma3, qwen35 and qwen35moe, not %s", s.Arch)
+	if s.TokensPerImage == 0 {
+		s.TokensPerImage = 4
 	}
-	def(&s.VisionEmbd, 32)
-	def(&s.VisionLayers, 1)
-	def(&s.VisionHeads, 2)
-	def(&s.VisionFFN, 64)
-	def(&s.ImageSize, 56)
-	def(&s.PatchSize, 14)
-	def(&s.TokensPerImage, 4)
 	side := s.ImageSize / s.PatchSize
 	pooled := int(math.Sqrt(float64(s.TokensPerImage)))
 	switch {
-	case s.VisionEmbd < 1 || s.VisionLayers < 1 || s.VisionHeads < 1 || s.VisionFFN < 1 || s.PatchSize < 1:
-		return fmt.Errorf("gguf: vision sizes must be positive")
-	case s.VisionEmbd%s.VisionHeads != 0:
-		return fmt.Errorf("gguf: vision width %d is not a multiple of %d heads", s.VisionEmbd, s.VisionHeads)
 	case s.ImageSize%s.PatchSize != 0:
 		return fmt.Errorf("gguf: image size %d is not a multiple of the patch size %d", s.ImageSize, s.PatchSize)
 	case pooled*pooled != s.TokensPerImage || side%pooled != 0:
