@@ -509,12 +509,12 @@ func (e *Engine) forward(ctx ml.Context, ib input.Batch, b *batch, pd *padded) (
 	b.sel = e.selection(b)
 	restore := e.selectOutput(ctx, b.sel)
 	if e.hybrid != nil {
+		// This pass's rotary positions, for its graph only (cleared even
+		// when building panics).
 		e.hybrid.rope = b.rope
+		defer func() { e.hybrid.rope = nil }()
 	}
 	t, err := e.buildForward(ctx, ib, pd)
-	if e.hybrid != nil {
-		e.hybrid.rope = nil
-	}
 	restore()
 	if err != nil {
 		return err
